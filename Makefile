@@ -1,0 +1,36 @@
+# slomesh: two entry points on a fresh machine: `make up` (main job) and `make test` (tests).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up test venv lint typecheck unit bench clean
+
+# Create/refresh the virtualenv. torch==2.13.0 goes first so no CUDA build is ever resolved.
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Main job: a small simulated comparison of the baseline policies, printed as a table.
+up: $(STAMP)
+	$(BIN)/slomesh bench --scenario smoke --out runs/smoke
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy shared services
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -1,0 +1,1 @@
+"""slomesh services: one folder per deployment, each a pure core plus a thin shell."""

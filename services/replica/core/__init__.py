@@ -1,0 +1,1 @@
+"""Pure simulated-engine core: no Ray, no gRPC, no wall clock (times are passed in)."""

@@ -1,0 +1,51 @@
+"""Typed scheduler outputs (after vLLM v1's SchedulerOutput): what a step runs and what it made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from services.replica.core.sequence import Sequence
+
+
+class StepKind(Enum):
+    EXECUTE = "execute"  # a forward pass over the scheduled chunks
+    LOAD_MODEL = "load_model"  # the instance is blocked while a model loads
+    IDLE = "idle"  # nothing to do
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledChunk:
+    """`num_tokens` new tokens of `seq` computed this step (prefill chunk, or 1 for decode)."""
+
+    seq: Sequence
+    num_tokens: int
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What one engine step will do and how long it takes (from the hardware profile)."""
+
+    kind: StepKind
+    start_s: float
+    duration_s: float = 0.0
+    chunks: list[ScheduledChunk] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    swapped_in_tokens: int = 0
+    swapped_out_tokens: int = 0
+    load_model: str | None = None
+    kv_used_fraction: float = 0.0
+    static_batch_end: bool = False
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What a finished step produced: sequences that got a token, and those that finished."""
+
+    end_s: float
+    emitted: list[Sequence] = field(default_factory=list)
+    finished: list[Sequence] = field(default_factory=list)

@@ -1,0 +1,90 @@
+"""Static batching (HuggingFace-style, the SLS baseline and SCLS slices).
+
+A batch of up to `static_batch_size` requests is padded to its longest context and runs prefill,
+then decode iterations for every slot (finished ones still occupy their padded slot) until all are
+done or `static_iteration_limit` iterations pass. Results return when the batch ends; unfinished
+requests go back to the queue and re-prefill their context in a later batch (a new slice).
+Memory is reserved for the worst case N·(L_pad + limit) at batch start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.replica.core.outputs import ScheduledChunk, StepKind, StepPlan, StepResult
+from services.replica.core.sequence import KVLocation, Sequence, SeqStatus
+
+if TYPE_CHECKING:
+    from services.replica.core.engine_core import SimEngineCore
+
+
+class StaticPlanner:
+    def __init__(self) -> None:
+        self.batch: list[Sequence] = []
+        self.padded_len = 0
+        self.iterations = 0
+        self.limit = 0
+
+    def plan(self, core: SimEngineCore, now_s: float) -> StepPlan:
+        self.batch = [s for s in self.batch if s.status is SeqStatus.RUNNING]
+        if not self.batch:
+            head = core.waiting.peek(now_s)
+            if head is None:
+                return StepPlan(StepKind.IDLE, now_s)
+            if head.model != core.tiers.active:
+                return core.load_plan(head.model, now_s)
+            return self._start_batch(core, now_s)
+        plan = StepPlan(kind=StepKind.EXECUTE, start_s=now_s)
+        n = len(self.batch)
+        plan.chunks = [ScheduledChunk(s, 1) for s in self.batch if not s.is_done]
+        plan.duration_s = core.profile.decode_time_s(self.padded_len + self.iterations, n)
+        return plan
+
+    def _start_batch(self, core: SimEngineCore, now_s: float) -> StepPlan:
+        cfg = core.config
+        plan = StepPlan(kind=StepKind.EXECUTE, start_s=now_s)
+        cap = core.pool.capacity_tokens
+        batch: list[Sequence] = []
+        pad = limit = 0
+        while len(batch) < cfg.static_batch_size:
+            seq = core.waiting.peek(now_s)
+            if seq is None or seq.model != core.tiers.active:
+                break
+            new_pad = max(pad, seq.num_tokens)
+            new_limit = cfg.static_iteration_limit or max(limit, seq.remaining_output_tokens)
+            if batch and (len(batch) + 1) * (new_pad + new_limit) > cap:
+                break  # the worst-case padded batch would not fit in KV memory
+            core.waiting.pop(now_s)
+            core.swap_in(seq, plan)
+            core.drop_computed(seq)  # static engines keep no KV across batches
+            seq.status = SeqStatus.RUNNING
+            core.running.append(seq)
+            batch.append(seq)
+            pad, limit = new_pad, new_limit
+        for seq in batch:
+            core.pool.grow(seq, min(pad + limit, cap // len(batch)))
+        self.batch, self.padded_len, self.limit, self.iterations = batch, pad, limit, 0
+        plan.chunks = [ScheduledChunk(s, s.num_tokens) for s in batch]
+        plan.duration_s = core.profile.prefill_time_s(len(batch), pad)
+        return plan
+
+    def update(self, core: SimEngineCore, plan: StepPlan) -> StepResult:
+        result = StepResult(end_s=plan.end_s)
+        for ch in plan.chunks:
+            seq = ch.seq
+            if seq.status is not SeqStatus.RUNNING:
+                continue
+            core.commit_tokens(seq, ch.num_tokens)
+            core.emit_token(seq, plan.end_s)
+            result.emitted.append(seq)
+        self.iterations += 1
+        live = [s for s in self.batch if s.status is SeqStatus.RUNNING]
+        if self.iterations >= self.limit or all(s.is_done for s in live):
+            for seq in live:
+                if seq.is_done:
+                    core.finish(seq, plan.end_s)
+                    result.finished.append(seq)
+                else:
+                    core.requeue_slice(seq, plan.end_s)
+            self.batch = []
+        return result

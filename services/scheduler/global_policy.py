@@ -1,0 +1,51 @@
+"""The global-policy interface: what the cluster does on arrivals and after each engine step.
+
+Baselines route each arrival to one instance (`RoutingPolicy`); QLM-style policies keep their own
+queues and pull into instances from `on_step_end`. The simulator and the live scheduler call the
+same hooks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from shared.domain import Request
+
+from services.scheduler.cluster_view import InstanceHandle, Rejector
+from services.scheduler.routers.base import Router
+
+
+class GlobalPolicy(ABC):
+    @abstractmethod
+    def on_arrival(
+        self,
+        request: Request,
+        instances: Sequence[InstanceHandle],
+        rejector: Rejector,
+        now_s: float,
+    ) -> None:
+        """Place, queue or reject a newly admitted request."""
+
+    def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:  # noqa: B027
+        """Called after each engine step of `instance` (pulling, eviction). Default: nothing."""
+
+
+class RoutingPolicy(GlobalPolicy):
+    """Send each arrival straight to one eligible instance chosen by a router."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def on_arrival(
+        self,
+        request: Request,
+        instances: Sequence[InstanceHandle],
+        rejector: Rejector,
+        now_s: float,
+    ) -> None:
+        eligible = [i for i in instances if i.serves(request.model)]
+        if not eligible:
+            rejector.reject(request, f"no instance serves model '{request.model}'", now_s)
+            return
+        self.router.choose(request, eligible, now_s).submit(request, now_s)

@@ -1,0 +1,21 @@
+"""Routers, registered by name (one registry for this family)."""
+
+from __future__ import annotations
+
+from shared.policy import Registry
+
+from services.scheduler.routers.base import Router
+from services.scheduler.routers.least_loaded import LeastLoadedRouter
+from services.scheduler.routers.oracle_backlog import OracleBacklogRouter
+from services.scheduler.routers.round_robin import RoundRobinRouter
+
+ROUTERS: Registry[Router] = Registry(
+    "router",
+    {
+        RoundRobinRouter.name: RoundRobinRouter,
+        LeastLoadedRouter.name: LeastLoadedRouter,
+        OracleBacklogRouter.name: OracleBacklogRouter,
+    },
+)
+
+__all__ = ["ROUTERS", "Router"]

@@ -1,0 +1,21 @@
+"""Router interface: pick one instance among those that serve the request's model."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from shared.domain import Request
+
+from services.scheduler.cluster_view import InstanceHandle
+
+
+class Router(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def choose(
+        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
+    ) -> InstanceHandle:
+        """`eligible` is non-empty and every member serves request.model."""

@@ -1,0 +1,76 @@
+"""Serving stacks: the named policies `slomesh bench --policies` compares.
+
+A stack fixes the global policy (router), the engine's queue order, its batching mode and its
+preemption mode. Baselines are stacks like any other; later issues add `qlm`, `scorpio`, `slomesh`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.policy import Registry
+
+from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
+from services.scheduler.routers import ROUTERS
+
+
+@dataclass(frozen=True, slots=True)
+class ServingStack:
+    name: str
+    description: str
+    global_policy: Callable[[], GlobalPolicy]
+    queue_policy: str
+    engine_mode: Literal["continuous", "static"] = "continuous"
+    preemption_mode: Literal["recompute", "swap", "auto"] = "recompute"
+
+
+def _routed(router: str) -> Callable[[], GlobalPolicy]:
+    ROUTERS.check(router)
+    return lambda: RoutingPolicy(ROUTERS.create(router))
+
+
+def _stack(s: ServingStack) -> Callable[[], ServingStack]:
+    return lambda: s
+
+
+STACKS: Registry[ServingStack] = Registry(
+    "policy",
+    {
+        "vllm-fcfs": _stack(
+            ServingStack(
+                "vllm-fcfs",
+                "vLLM as deployed: round-robin routing, FCFS queue, preempt by recompute",
+                _routed("round-robin"),
+                "fcfs",
+            )
+        ),
+        "edf": _stack(
+            ServingStack(
+                "edf",
+                "earliest TTFT deadline first, least-loaded routing",
+                _routed("least-loaded"),
+                "edf",
+            )
+        ),
+        "sls": _stack(
+            ServingStack(
+                "sls",
+                "static batching (fixed batch size, padding), FCFS, round-robin",
+                _routed("round-robin"),
+                "fcfs",
+                engine_mode="static",
+            )
+        ),
+        "oracle": _stack(
+            ServingStack(
+                "oracle",
+                "reference: true lengths, backlog routing, tiered EDF, eviction with swap",
+                _routed("oracle-backlog"),
+                "oracle-edf",
+                preemption_mode="auto",
+            )
+        ),
+    },
+)

@@ -1,0 +1,1 @@
+"""slomesh shared package: domain types, config, workloads, metrics, simulator, CLI."""

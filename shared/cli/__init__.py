@@ -1,0 +1,1 @@
+"""The `slomesh` command line."""

@@ -1,0 +1,35 @@
+"""Entry point of the `slomesh` console script."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ValidationError
+
+from shared.cli import bench
+from shared.cli.errors import UsageError, describe
+from shared.policy import UnknownNameError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slomesh", description="SLO-aware LLM serving control plane"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (UsageError, UnknownNameError, ValidationError, ValueError) as e:
+        print(f"slomesh {args.command}: error: {describe(e)}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

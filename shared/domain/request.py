@@ -1,0 +1,72 @@
+"""Requests and their service-level objectives. All times are seconds; token counts are ints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """What a request was promised.
+
+    ttft_deadline_s: time to first token allowed after arrival (the TTFT SLO).
+    tpot_target_s: mean time per output token allowed after the first (None: no TPOT SLO).
+    e2e_deadline_s: whole-request latency allowed after arrival (None: none).
+    class_name: the SLO class this came from ("interactive", "batch-1", ...).
+    """
+
+    ttft_deadline_s: float
+    tpot_target_s: float | None = None
+    e2e_deadline_s: float | None = None
+    class_name: str = "default"
+
+    def __post_init__(self) -> None:
+        if not self.ttft_deadline_s > 0:
+            raise ValueError(f"slo.ttft_deadline_s must be > 0, got {self.ttft_deadline_s}")
+        if self.tpot_target_s is not None and not self.tpot_target_s > 0:
+            raise ValueError(f"slo.tpot_target_s must be > 0, got {self.tpot_target_s}")
+        if self.e2e_deadline_s is not None and not self.e2e_deadline_s > 0:
+            raise ValueError(f"slo.e2e_deadline_s must be > 0, got {self.e2e_deadline_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One inference request as the control plane sees it (metadata only, never prompt text).
+
+    true_output_tokens is ground truth known only to the simulated engine (it plays the model's
+    end-of-sequence) and to the `oracle` reference policy; real policies use predictions.
+    """
+
+    request_id: str
+    model: str
+    input_tokens: int
+    max_tokens: int
+    arrival_s: float
+    slo: SLO
+    tenant: str = "default"
+    true_output_tokens: int | None = None
+    priority: int = 0
+    predicted_output_tokens: float | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.input_tokens < 1:
+            raise ValueError(f"request.input_tokens must be >= 1, got {self.input_tokens}")
+        if self.max_tokens < 1:
+            raise ValueError(f"request.max_tokens must be >= 1, got {self.max_tokens}")
+        if self.arrival_s < 0:
+            raise ValueError(f"request.arrival_s must be >= 0, got {self.arrival_s}")
+        if self.true_output_tokens is not None and self.true_output_tokens < 1:
+            raise ValueError(
+                f"request.true_output_tokens must be >= 1, got {self.true_output_tokens}"
+            )
+
+    @property
+    def ttft_deadline_abs_s(self) -> float:
+        """Absolute time by which the first token must arrive."""
+        return self.arrival_s + self.slo.ttft_deadline_s
+
+    @property
+    def output_tokens_to_generate(self) -> int:
+        """How many tokens the engine will produce: the true length capped by max_tokens."""
+        true = self.true_output_tokens if self.true_output_tokens is not None else self.max_tokens
+        return min(true, self.max_tokens)

@@ -1,0 +1,1 @@
+"""Per-request records and their aggregates."""

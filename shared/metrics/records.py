@@ -1,0 +1,97 @@
+"""One record per request, as a simulator run or the live mesh observed it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one request. Times are absolute seconds on the run's clock.
+
+    first_token_s / finish_s are None when the request was rejected or never finished.
+    token_gaps_s holds nothing; TPOT is the mean inter-token time (finish - first) / (n - 1).
+    """
+
+    request_id: str
+    model: str
+    class_name: str
+    tenant: str
+    instance: str | None
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    first_token_s: float | None
+    finish_s: float | None
+    ttft_deadline_s: float
+    tpot_target_s: float | None
+    e2e_deadline_s: float | None
+    rejected: bool = False
+    reject_reason: str = ""
+    preemptions: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_s is not None and not self.rejected
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean inter-token time after the first token; 0 for single-token outputs."""
+        if self.first_token_s is None or self.finish_s is None:
+            return None
+        if self.output_tokens <= 1:
+            return 0.0
+        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
+
+    @property
+    def slo_met(self) -> bool:
+        """TTFT within its deadline, and TPOT / end-to-end within theirs where set."""
+        if not self.finished:
+            return False
+        ttft, tpot, e2e = self.ttft_s, self.tpot_s, self.e2e_s
+        assert ttft is not None and tpot is not None and e2e is not None
+        if ttft > self.ttft_deadline_s + 1e-9:
+            return False
+        if self.tpot_target_s is not None and tpot > self.tpot_target_s + 1e-9:
+            return False
+        return not (self.e2e_deadline_s is not None and e2e > self.e2e_deadline_s + 1e-9)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStats:
+    """What one serving instance did over a run.
+
+    busy_s: time spent executing steps or loading models. kv_occupancy_mean: time-weighted mean
+    fraction of GPU KV blocks in use over the run. evictions: running requests preempted or
+    evicted (recompute or swap). swaps: model loads (tier changes to GPU-active).
+    last_finish_s: when its last request finished (None if it finished none).
+    """
+
+    instance: str
+    gpu: str
+    busy_s: float
+    kv_occupancy_mean: float
+    evictions: int
+    swaps: int
+    last_finish_s: float | None
+    requests_finished: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """Output of one simulated (or live) run of one policy over one workload."""
+
+    policy: str
+    records: list[RequestRecord]
+    instances: list[InstanceStats]
+    start_s: float
+    end_s: float
+    wall_s: float

@@ -1,0 +1,5 @@
+"""Policy plumbing shared by every family: the name registry."""
+
+from shared.policy.registry import Registry, UnknownNameError
+
+__all__ = ["Registry", "UnknownNameError"]

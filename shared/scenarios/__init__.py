@@ -1,0 +1,32 @@
+"""Named, seeded benchmark scenarios (one registry)."""
+
+from __future__ import annotations
+
+from shared.policy import Registry
+from shared.scenarios.others import (
+    azure_code,
+    azure_conv,
+    scls_static,
+    scorpio_bursty,
+    scorpio_mixed,
+    smoke,
+)
+from shared.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
+from shared.scenarios.spec import ScenarioSpec
+
+SCENARIOS: Registry[ScenarioSpec] = Registry(
+    "scenario",
+    {
+        "smoke": smoke,
+        "qlm-wa": qlm_wa,
+        "qlm-wb": qlm_wb,
+        "qlm-wc": qlm_wc,
+        "scorpio-mixed": scorpio_mixed,
+        "scorpio-bursty": scorpio_bursty,
+        "scls-static": scls_static,
+        "azure-conv": azure_conv,
+        "azure-code": azure_code,
+    },
+)
+
+__all__ = ["SCENARIOS", "ScenarioSpec"]

@@ -1,0 +1,70 @@
+"""A simulated serving instance: the engine core plus the bookkeeping the event loop needs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shared.domain import HardwareProfile, Request
+
+from services.replica.config import EngineConfig
+from services.replica.core.engine_core import EngineStatus, RequestTooLarge, SimEngineCore
+from services.replica.core.outputs import StepPlan
+
+if TYPE_CHECKING:
+    from shared.sim.simulator import Simulator
+
+
+class SimInstance:
+    """Implements services.scheduler.cluster_view.InstanceHandle over a SimEngineCore."""
+
+    def __init__(
+        self,
+        name: str,
+        gpu: str,
+        profiles: dict[str, HardwareProfile],
+        config: EngineConfig,
+        active_model: str,
+        sim: Simulator,
+    ) -> None:
+        self._name = name
+        self._gpu = gpu
+        self.core = SimEngineCore(name, profiles, config, active_model)
+        self.sim = sim
+        self.in_flight: StepPlan | None = None
+        self.schedule_pending = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def gpu(self) -> str:
+        return self._gpu
+
+    def serves(self, model: str) -> bool:
+        return model in self.core.tiers.profiles
+
+    def profile(self, model: str) -> HardwareProfile:
+        return self.core.tiers.profiles[model]
+
+    def status(self) -> EngineStatus:
+        return self.core.status()
+
+    def submit(self, request: Request, now_s: float) -> None:
+        try:
+            self.core.add_request(request, now_s)
+        except RequestTooLarge as e:
+            self.sim.reject(request, str(e), now_s)
+            return
+        self.sim.record_placement(request.request_id, self._name)
+        self.sim.kick(self, now_s)
+
+    def evict(self, request_ids: list[str], now_s: float) -> list[str]:
+        done = self.core.evict(request_ids)
+        self.sim.kick(self, now_s)
+        return done
+
+    def resume(self, request_ids: list[str], now_s: float) -> list[str]:
+        done = self.core.resume(request_ids, now_s)
+        self.sim.kick(self, now_s)
+        return done
