@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from shared.domain import HardwareProfile, Request
-
 from services.replica.core.engine_core import EngineStatus
+from shared.domain import HardwareProfile, Request
 
 
 class InstanceHandle(Protocol):

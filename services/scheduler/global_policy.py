@@ -10,10 +10,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from shared.domain import Request
-
 from services.scheduler.cluster_view import InstanceHandle, Rejector
 from services.scheduler.routers.base import Router
+from shared.domain import Request
 
 
 class GlobalPolicy(ABC):

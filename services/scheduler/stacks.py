@@ -10,10 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.policy import Registry
-
 from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
 from services.scheduler.routers import ROUTERS
+from shared.policy import Registry
 
 
 @dataclass(frozen=True, slots=True)

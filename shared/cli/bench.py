@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from services.scheduler.stacks import STACKS
 from shared.cli.errors import UsageError
 from shared.metrics.summary import PolicySummary, summarize
 from shared.report.plots import plot_summaries, plot_sweep
@@ -17,8 +18,6 @@ from shared.report.writers import format_sweep_tables, write_summary, write_swee
 from shared.scenarios import SCENARIOS, ScenarioSpec
 from shared.sim.simulator import Simulator
 from shared.workloads import generate
-
-from services.scheduler.stacks import STACKS
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
             plot_sweep(out_dir, sweep)
             report = format_sweep_tables(sweep)
     print(f"# {sc.name}: {sc.description}")
-    print(f"# rate {sc.default_rate_rps:g} req/s, {sc.workload.requests} requests, "
-          f"{sc.cluster.num_instances} instances, seed {args.seed}")
+    print(
+        f"# rate {sc.default_rate_rps:g} req/s, {sc.workload.requests} requests, "
+        f"{sc.cluster.num_instances} instances, seed {args.seed}"
+    )
     print(report)
     print(f"wrote {out_dir}/")
     return 0

@@ -7,7 +7,7 @@ import sys
 
 from pydantic import ValidationError
 
-from shared.cli import bench
+from shared.cli import bench, engine_check
 from shared.cli.errors import UsageError, describe
 from shared.policy import UnknownNameError
 
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     bench.add_parser(sub)
+    engine_check.add_parser(sub)
     return parser
 
 

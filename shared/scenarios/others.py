@@ -27,11 +27,11 @@ def _scorpio(name: str, arrival: str, cv: float) -> ScenarioSpec:
             slo_class=cls,
             models=_8B,
             rate_rps=rate,
-            arrival=arrival,  # type: ignore[arg-type]
+            arrival=arrival,
             burstiness_cv=cv,
             lengths=_CONV,
         )
-        for cls, rate in (("tight", 12.0), ("chat", 12.0), ("relaxed", 12.0))
+        for cls, rate in (("tight", 14 / 3), ("chat", 14 / 3), ("relaxed", 14 / 3))
     ]
     return ScenarioSpec(
         name=name,
@@ -40,7 +40,7 @@ def _scorpio(name: str, arrival: str, cv: float) -> ScenarioSpec:
         workload=WorkloadSpec(streams=streams, requests=3500),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="H100-80GB", models=_8B)]),
         default_policies=["vllm-fcfs", "edf"],
-        sweep_rates_rps=[5, 10, 20, 30, 40, 60],
+        sweep_rates_rps=[8, 10, 12, 13, 14, 16, 20],
     )
 
 
@@ -58,8 +58,15 @@ def scls_static() -> ScenarioSpec:
         description="Llama-2-13B on 2x A100-80GB, lax SLO, rate above static batching capacity",
         paper_setup=_PAPER,
         workload=WorkloadSpec(
-            streams=[StreamSpec(name="batch", slo_class="batch-2", models=["llama-2-13b"],
-                                rate_rps=4.0, lengths=_CONV)],
+            streams=[
+                StreamSpec(
+                    name="batch",
+                    slo_class="batch-2",
+                    models=["llama-2-13b"],
+                    rate_rps=4.0,
+                    lengths=_CONV,
+                )
+            ],
             requests=3500,
         ),
         cluster=ClusterSpec(
@@ -71,15 +78,23 @@ def scls_static() -> ScenarioSpec:
 
 
 def _azure(name: str, trace: str, rate: float) -> ScenarioSpec:
-    lengths = LengthSpec(source=f"azure-{trace}", max_input_tokens=8192, max_tokens=2048)  # type: ignore[arg-type]
+    lengths = LengthSpec(source=f"azure-{trace}", max_input_tokens=8192, max_tokens=2048)
     return ScenarioSpec(
         name=name,
         description=f"Azure {trace} trace replayed (arrivals and lengths), Llama-3.1-8B, 2x A100",
         paper_setup=_PAPER,
         workload=WorkloadSpec(
-            streams=[StreamSpec(name=trace, slo_class="interactive", models=_8B,
-                                rate_rps=rate, arrival="trace", trace=trace,  # type: ignore[arg-type]
-                                lengths=lengths)],
+            streams=[
+                StreamSpec(
+                    name=trace,
+                    slo_class="interactive",
+                    models=_8B,
+                    rate_rps=rate,
+                    arrival="trace",
+                    trace=trace,
+                    lengths=lengths,
+                )
+            ],
             requests=3500,
         ),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=2)]),
@@ -103,10 +118,16 @@ def smoke() -> ScenarioSpec:
         paper_setup="A quick check of the whole path; not a paper experiment.",
         workload=WorkloadSpec(
             streams=[
-                StreamSpec(name="interactive", slo_class="interactive", models=_8B,
-                           rate_rps=20.0, lengths=_CONV),
-                StreamSpec(name="batch", slo_class="batch-1", models=_8B, rate_rps=20.0,
-                           lengths=_CONV),
+                StreamSpec(
+                    name="interactive",
+                    slo_class="interactive",
+                    models=_8B,
+                    rate_rps=20.0,
+                    lengths=_CONV,
+                ),
+                StreamSpec(
+                    name="batch", slo_class="batch-1", models=_8B, rate_rps=20.0, lengths=_CONV
+                ),
             ],
             requests=300,
         ),

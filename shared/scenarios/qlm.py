@@ -11,11 +11,10 @@ absolute rates (0.5K req/s on its cluster) are replaced by the rate at which vll
 
 from __future__ import annotations
 
+from services.replica.config import EngineConfig
 from shared.scenarios.spec import ScenarioSpec
 from shared.sim.cluster import ClusterSpec, InstanceSpec
 from shared.workloads import LengthSpec, StreamSpec, WorkloadSpec
-
-from services.replica.config import EngineConfig
 
 GiB = 1 << 30
 _CONV = LengthSpec(source="azure-conv", max_input_tokens=4096, max_tokens=2048)
@@ -25,8 +24,7 @@ _PAPER = __doc__ or ""
 
 def _stream(name: str, cls: str, models: list[str], rate: float, **kw: object) -> StreamSpec:
     return StreamSpec.model_validate(
-        {"name": name, "slo_class": cls, "models": models, "rate_rps": rate, "lengths": _CONV}
-        | kw
+        {"name": name, "slo_class": cls, "models": models, "rate_rps": rate, "lengths": _CONV} | kw
     )
 
 
@@ -38,9 +36,9 @@ def qlm_wa() -> ScenarioSpec:
         paper_setup=_PAPER,
         workload=WorkloadSpec(
             streams=[
-                _stream("interactive", "interactive", ["llama-2-13b"], 5.0),
-                _stream("batch-1", "batch-1", ["llama-2-13b"], 3.0),
-                _stream("batch-2", "batch-2", ["llama-2-13b"], 2.0),
+                _stream("interactive", "interactive", ["llama-2-13b"], 2.25),
+                _stream("batch-1", "batch-1", ["llama-2-13b"], 1.35),
+                _stream("batch-2", "batch-2", ["llama-2-13b"], 0.9),
             ],
             requests=3500,
         ),
@@ -48,7 +46,7 @@ def qlm_wa() -> ScenarioSpec:
             instances=[InstanceSpec(gpu="A100-80GB", models=["llama-2-13b"], count=2)]
         ),
         default_policies=_BASELINES,
-        sweep_rates_rps=[4, 6, 8, 10, 12, 14, 16],
+        sweep_rates_rps=[3, 3.5, 4, 4.5, 5, 5.5, 6, 8],
     )
 
 
@@ -60,11 +58,12 @@ def _wb_streams(rate_b1: float, rate_b2: float) -> list[StreamSpec]:
 
 
 def _wb_cluster() -> ClusterSpec:
-    # every instance may serve every model (swapping); 70B needs tensor parallel 2 on A100s,
-    # so each instance is a 2-GPU group; host memory keeps the other models warm
+    # every instance may serve every model (swapping). 70B needs 4 A100s to leave KV room for
+    # its requests (at TP 2 only ~5K tokens remain), so each instance is a 4-GPU group (2
+    # instances = one 8-GPU node); host memory keeps the other models warm
     models = ["mistral-7b", "llama-2-13b", "llama-2-70b"]
     return ClusterSpec(
-        instances=[InstanceSpec(gpu="A100-80GB", models=models, tensor_parallel=2, count=2)],
+        instances=[InstanceSpec(gpu="A100-80GB", models=models, tensor_parallel=4, count=2)],
         engine=EngineConfig(host_model_cache_bytes=320 * GiB),
     )
 
@@ -72,12 +71,12 @@ def _wb_cluster() -> ClusterSpec:
 def qlm_wb() -> ScenarioSpec:
     return ScenarioSpec(
         name="qlm-wb",
-        description="3 models (7B, 13B, 70B) on 2 instances of 2x A100-80GB, batch only",
+        description="3 models (7B, 13B, 70B) on 2 instances of 4x A100-80GB, batch only",
         paper_setup=_PAPER,
-        workload=WorkloadSpec(streams=_wb_streams(2.0, 2.0), requests=3500),
+        workload=WorkloadSpec(streams=_wb_streams(0.5, 0.5), requests=3500),
         cluster=_wb_cluster(),
         default_policies=_BASELINES,
-        sweep_rates_rps=[1, 2, 3, 4, 6, 8],
+        sweep_rates_rps=[0.5, 0.75, 1, 1.5, 2, 3],
     )
 
 
@@ -90,8 +89,8 @@ def qlm_wc() -> ScenarioSpec:
         max_input_tokens=4096,
         max_tokens=512,
     )
-    streams = _wb_streams(2.0, 2.0)
-    streams.append(_stream("mega", "batch-1", ["mistral-7b"], 0.4, lengths=mega))
+    streams = _wb_streams(0.5, 0.5)
+    streams.append(_stream("mega", "batch-1", ["mistral-7b"], 0.1, lengths=mega))
     return ScenarioSpec(
         name="qlm-wc",
         description="qlm-wb plus mega prompts (3-3.5K input tokens) on Mistral-7B",
@@ -99,5 +98,5 @@ def qlm_wc() -> ScenarioSpec:
         workload=WorkloadSpec(streams=streams, requests=3500),
         cluster=_wb_cluster(),
         default_policies=_BASELINES,
-        sweep_rates_rps=[1, 2, 3, 4, 6, 8],
+        sweep_rates_rps=[0.5, 0.75, 1, 1.5, 2, 3],
     )

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from shared.domain import Request
-
 from services.replica.core.outputs import StepKind, StepPlan
+from shared.domain import Request
 
 if TYPE_CHECKING:
     from shared.sim.instance import SimInstance

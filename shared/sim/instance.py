@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.domain import HardwareProfile, Request
-
 from services.replica.config import EngineConfig
 from services.replica.core.engine_core import EngineStatus, RequestTooLarge, SimEngineCore
 from services.replica.core.outputs import StepPlan
+from shared.domain import HardwareProfile, Request
 
 if TYPE_CHECKING:
     from shared.sim.simulator import Simulator

@@ -11,15 +11,14 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 
+from services.replica.core.sequence import Sequence as Seq
+from services.scheduler.stacks import ServingStack
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
 from shared.sim.cluster import ClusterSpec, InstanceSpec
 from shared.sim.events import Arrival, Event, Schedule
 from shared.sim.instance import SimInstance
-
-from services.replica.core.sequence import Sequence as Seq
-from services.scheduler.stacks import ServingStack
 
 
 class SimulationStuck(RuntimeError):
@@ -81,8 +80,9 @@ class Simulator:
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         self._add_record(
-            _record(r, instance, seq.first_token_s, seq.finish_s, seq.num_output_tokens,
-                    seq.preemptions)
+            _record(
+                r, instance, seq.first_token_s, seq.finish_s, seq.num_output_tokens, seq.preemptions
+            )
         )
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -104,8 +104,9 @@ class Simulator:
         start = self.requests[0].arrival_s if self.requests else 0.0
         end = max((r.finish_s for r in self._records.values() if r.finish_s), default=start)
         records = [self._records[r.request_id] for r in self.requests]
-        return RunResult(self.stack.name, records, self._stats(start, end), start, end,
-                         self._timer() - t0)
+        return RunResult(
+            self.stack.name, records, self._stats(start, end), start, end, self._timer() - t0
+        )
 
     def _push(self, ev: Event) -> None:
         heapq.heappush(self._heap, (ev.time_s, int(ev.order), next(self._seq), ev))

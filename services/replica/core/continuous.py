@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from services.replica.core.outputs import ScheduledChunk, StepKind, StepPlan, StepResult
-from services.replica.core.sequence import KVLocation, Sequence, SeqStatus
+from services.replica.core.sequence import SeqStatus, Sequence
 
 if TYPE_CHECKING:
     from services.replica.core.engine_core import SimEngineCore

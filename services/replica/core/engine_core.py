@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.domain import HardwareProfile, Request
-
 from services.replica.config import EngineConfig
 from services.replica.core.kv_cache import BlockPool, HostSwapSpace
 from services.replica.core.model_tiers import ModelTiers
 from services.replica.core.outputs import StepKind, StepPlan, StepResult
-from services.replica.core.sequence import KVLocation, Sequence, SeqStatus
+from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from services.replica.core.waiting_queue import WaitingQueue
 from services.replica.policies import QUEUE_POLICIES
+from shared.domain import HardwareProfile, Request
 
 
 class RequestTooLarge(ValueError):

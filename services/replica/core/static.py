@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from services.replica.core.kv_cache import blocks_for
 from services.replica.core.outputs import ScheduledChunk, StepKind, StepPlan, StepResult
-from services.replica.core.sequence import KVLocation, Sequence, SeqStatus
+from services.replica.core.sequence import SeqStatus, Sequence
 
 if TYPE_CHECKING:
     from services.replica.core.engine_core import SimEngineCore
@@ -43,7 +44,7 @@ class StaticPlanner:
     def _start_batch(self, core: SimEngineCore, now_s: float) -> StepPlan:
         cfg = core.config
         plan = StepPlan(kind=StepKind.EXECUTE, start_s=now_s)
-        cap = core.pool.capacity_tokens
+        pool = core.pool
         batch: list[Sequence] = []
         pad = limit = 0
         while len(batch) < cfg.static_batch_size:
@@ -52,7 +53,8 @@ class StaticPlanner:
                 break
             new_pad = max(pad, seq.num_tokens)
             new_limit = cfg.static_iteration_limit or max(limit, seq.remaining_output_tokens)
-            if batch and (len(batch) + 1) * (new_pad + new_limit) > cap:
+            worst = blocks_for(new_pad + new_limit, pool.block_size)
+            if batch and (len(batch) + 1) * worst > pool.num_blocks:
                 break  # the worst-case padded batch would not fit in KV memory
             core.waiting.pop(now_s)
             core.swap_in(seq, plan)
@@ -61,8 +63,9 @@ class StaticPlanner:
             core.running.append(seq)
             batch.append(seq)
             pad, limit = new_pad, new_limit
+        per_seq = min(blocks_for(pad + limit, pool.block_size), pool.num_blocks // len(batch))
         for seq in batch:
-            core.pool.grow(seq, min(pad + limit, cap // len(batch)))
+            pool.grow(seq, per_seq * pool.block_size)
         self.batch, self.padded_len, self.limit, self.iterations = batch, pad, limit, 0
         plan.chunks = [ScheduledChunk(s, s.num_tokens) for s in batch]
         plan.duration_s = core.profile.prefill_time_s(len(batch), pad)

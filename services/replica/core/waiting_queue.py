@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from services.replica.core.sequence import Sequence, SeqStatus
+from services.replica.core.sequence import SeqStatus, Sequence
 from services.replica.policies.base import QueuePolicy
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from shared.policy import Registry
-
 from services.replica.policies.base import QueuePolicy
 from services.replica.policies.edf import EDFPolicy
 from services.replica.policies.fcfs import FCFSPolicy
 from services.replica.policies.oracle_edf import OracleEDFPolicy
 from services.replica.policies.priority import PriorityPolicy
+from shared.policy import Registry
 
 QUEUE_POLICIES: Registry[QueuePolicy] = Registry(
     "queue policy",

@@ -1,9 +1,13 @@
 """Clairvoyant reference order (used by the `oracle` stack, not a product policy).
 
-Three tiers, EDF inside each: (0) requests whose TTFT is still at stake and still attainable;
-(1) requests that already have their first token (only their TPOT/E2E remain); (2) requests whose
-TTFT deadline has already passed (lost: serving them first would only make others late too).
-With `evict_for_waiting`, an urgent head preempts tier-1/2 running work when KV memory is short.
+EDF on the TTFT deadline, with two refinements a real scheduler cannot fully make:
+- a waiting request whose TTFT deadline has already passed without a first token is demoted
+  behind every request that can still make it (it is lost; serving it first makes others late);
+- with `evict_for_waiting`, a waiting head with an earlier deadline preempts running requests of
+  looser deadlines when KV memory is short (QLM's eviction, with the KV swapped to host memory
+  when that is cheaper than recompute).
+Running requests keep their own deadline as priority, so work in progress is never starved by
+newer, looser arrivals.
 """
 
 from __future__ import annotations
@@ -19,12 +23,8 @@ class OracleEDFPolicy(QueuePolicy):
     def key(self, seq: Sequence, now_s: float) -> tuple[float, ...]:
         r = seq.request
         deadline = r.ttft_deadline_abs_s
-        if seq.first_token_s is not None:
-            e2e = r.arrival_s + r.slo.e2e_deadline_s if r.slo.e2e_deadline_s else deadline
-            return (1.0, e2e, r.arrival_s)
-        if now_s > deadline:
-            return (2.0, deadline, r.arrival_s)
-        return (0.0, deadline, r.arrival_s)
+        lost = seq.first_token_s is None and now_s > deadline
+        return (1.0 if lost else 0.0, deadline, r.arrival_s)
 
     def requeue_key(self, seq: Sequence, now_s: float) -> tuple[float, ...] | None:
         new = self.key(seq, now_s)

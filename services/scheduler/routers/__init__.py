@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from shared.policy import Registry
-
 from services.scheduler.routers.base import Router
 from services.scheduler.routers.least_loaded import LeastLoadedRouter
 from services.scheduler.routers.oracle_backlog import OracleBacklogRouter
 from services.scheduler.routers.round_robin import RoundRobinRouter
+from shared.policy import Registry
 
 ROUTERS: Registry[Router] = Registry(
     "router",

@@ -6,9 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
-from shared.domain import Request
-
 from services.scheduler.cluster_view import InstanceHandle
+from shared.domain import Request
 
 
 class Router(ABC):

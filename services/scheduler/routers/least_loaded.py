@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.domain import Request
-
 from services.scheduler.cluster_view import InstanceHandle
 from services.scheduler.routers.base import Router
+from shared.domain import Request
 
 
 class LeastLoadedRouter(Router):

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.domain import Request
-
 from services.scheduler.cluster_view import InstanceHandle
 from services.scheduler.routers.base import Router
+from shared.domain import Request
 
 _FULL_BATCH = 64
 _TYPICAL_CONTEXT = 1024
@@ -28,7 +27,10 @@ class OracleBacklogRouter(Router):
             st = inst.status()
             prof = inst.profile(request.model)
             per_token = prof.decode_time_s(_TYPICAL_CONTEXT, _FULL_BATCH) / _FULL_BATCH
-            t = st.pending_prefill_tokens * prof.prefill.p1 + st.outstanding_output_tokens * per_token
+            t = (
+                st.pending_prefill_tokens * prof.prefill.p1
+                + st.outstanding_output_tokens * per_token
+            )
             if st.active_model != request.model:
                 t += prof.weight_bytes / prof.swap_bytes_s
             return t

@@ -1,0 +1,47 @@
+"""The serving stacks registry: what each baseline fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.replica.policies import QUEUE_POLICIES
+from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
+from services.scheduler.stacks import STACKS
+from shared.policy.registry import UnknownNameError
+
+
+@pytest.mark.parametrize(
+    ("name", "router", "queue", "mode", "preemption"),
+    [
+        ("vllm-fcfs", "round-robin", "fcfs", "continuous", "recompute"),
+        ("edf", "least-loaded", "edf", "continuous", "recompute"),
+        ("sls", "round-robin", "fcfs", "static", "recompute"),
+        ("oracle", "oracle-backlog", "oracle-edf", "continuous", "auto"),
+    ],
+)
+def test_scheduler_stack_definitions(name, router, queue, mode, preemption):
+    stack = STACKS.create(name)
+    assert stack.name == name and stack.description
+    assert stack.queue_policy == queue
+    assert (stack.engine_mode, stack.preemption_mode) == (mode, preemption)
+    QUEUE_POLICIES.check(stack.queue_policy)
+    policy = stack.global_policy()
+    assert isinstance(policy, RoutingPolicy)
+    assert policy.router.name == router
+    # every run gets fresh policy state (round-robin counters are not shared between runs)
+    assert stack.global_policy() is not policy
+    assert stack.global_policy().router is not policy.router
+
+
+def test_scheduler_stack_registry_names():
+    assert STACKS.names() == ["edf", "oracle", "sls", "vllm-fcfs"]
+    with pytest.raises(UnknownNameError, match="unknown policy 'qlm'; valid: edf, oracle"):
+        STACKS.create("qlm")
+
+
+def test_scheduler_global_policy_step_end_default_is_noop(fakes):
+    policy = STACKS.create("edf").global_policy()
+    assert isinstance(policy, GlobalPolicy)
+    inst = fakes.instance("i0")
+    assert policy.on_step_end(inst, 1.0) is None
+    assert inst.submitted == []
