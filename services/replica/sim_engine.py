@@ -56,8 +56,10 @@ class AsyncSimEngine:
                 self.core.abort(rid)
 
     async def abort(self, request_id: str) -> None:
+        seq = self.core.seqs.get(request_id)
+        produced = seq.num_output_tokens if seq is not None else 0
         if self.core.abort(request_id):
-            self._send(request_id, [], 0, finished=True, reason="abort")
+            self._send(request_id, [], produced, finished=True, reason="abort")
 
     async def evict(self, request_ids: list[str]) -> list[str]:
         return self.core.evict(request_ids)

@@ -5,10 +5,26 @@ The simulator and the live scheduler each provide objects satisfying `InstanceHa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from services.replica.core.engine_core import EngineStatus
 from shared.domain import HardwareProfile, Request
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One request an instance holds, as metadata (for clairvoyant reference policies).
+
+    remaining_output_tokens uses the true length in the simulator; prefill_tokens is the KV still
+    to compute; context_tokens the KV the request holds (or will hold once prefilled).
+    """
+
+    ttft_deadline_abs_s: float
+    running: bool
+    prefill_tokens: int
+    context_tokens: int
+    remaining_output_tokens: int
 
 
 class InstanceHandle(Protocol):
@@ -25,6 +41,15 @@ class InstanceHandle(Protocol):
     def profile(self, model: str) -> HardwareProfile: ...
 
     def status(self) -> EngineStatus: ...
+
+    def work_items(self) -> list[WorkItem]:
+        """Every request the instance holds (waiting, running, evicted)."""
+        ...
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens one engine step may compute (max_num_batched_tokens)."""
+        ...
 
     def submit(self, request: Request, now_s: float) -> None:
         """Hand the request to the instance's engine queue."""

@@ -65,8 +65,8 @@ STACKS: Registry[ServingStack] = Registry(
         "oracle": _stack(
             ServingStack(
                 "oracle",
-                "reference: true lengths, backlog routing, tiered EDF, eviction with swap",
-                _routed("oracle-backlog"),
+                "reference: true lengths, earliest-TTFT routing, EDF with eviction and swap",
+                _routed("oracle-ttft"),
                 "oracle-edf",
                 preemption_mode="auto",
             )

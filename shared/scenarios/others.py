@@ -104,11 +104,11 @@ def _azure(name: str, trace: str, rate: float) -> ScenarioSpec:
 
 
 def azure_conv() -> ScenarioSpec:
-    return _azure("azure-conv", "conv", 20.0)
+    return _azure("azure-conv", "conv", 10.0)
 
 
 def azure_code() -> ScenarioSpec:
-    return _azure("azure-code", "code", 10.0)
+    return _azure("azure-code", "code", 5.0)
 
 
 def smoke() -> ScenarioSpec:

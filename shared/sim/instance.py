@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from services.replica.config import EngineConfig
 from services.replica.core.engine_core import EngineStatus, RequestTooLarge, SimEngineCore
 from services.replica.core.outputs import StepPlan
+from services.replica.core.sequence import SeqStatus
+from services.scheduler.cluster_view import WorkItem
 from shared.domain import HardwareProfile, Request
 
 if TYPE_CHECKING:
@@ -48,6 +50,22 @@ class SimInstance:
 
     def status(self) -> EngineStatus:
         return self.core.status()
+
+    def work_items(self) -> list[WorkItem]:
+        return [
+            WorkItem(
+                ttft_deadline_abs_s=s.request.ttft_deadline_abs_s,
+                running=s.status is SeqStatus.RUNNING,
+                prefill_tokens=s.uncomputed_tokens,
+                context_tokens=s.num_tokens,
+                remaining_output_tokens=s.remaining_output_tokens,
+            )
+            for s in self.core.seqs.values()
+        ]
+
+    @property
+    def token_budget(self) -> int:
+        return self.core.config.max_num_batched_tokens
 
     def submit(self, request: Request, now_s: float) -> None:
         try:

@@ -76,7 +76,8 @@ class SimEngineCore:
             raise ValueError(f"request_id '{request.request_id}' already in engine {self.name}")
         if request.model not in self.tiers.profiles:
             raise ValueError(f"instance {self.name} cannot serve model '{request.model}'")
-        cap = self.tiers.profiles[request.model].kv_capacity_tokens
+        bs = self.config.block_size_tokens
+        cap = self.tiers.profiles[request.model].kv_capacity_tokens // bs * bs  # whole blocks
         if request.input_tokens + request.max_tokens > cap:
             raise RequestTooLarge(
                 f"input_tokens + max_tokens = {request.input_tokens + request.max_tokens} exceeds "
@@ -109,6 +110,8 @@ class SimEngineCore:
             seq = self.seqs.get(rid)
             if seq is None or seq.status not in (SeqStatus.RUNNING, SeqStatus.WAITING):
                 continue
+            if seq.is_done:
+                continue  # generation complete (a static batch holds it until the batch ends)
             if seq.status is SeqStatus.RUNNING:
                 self._release_running(seq)
             else:
@@ -190,7 +193,9 @@ class SimEngineCore:
 
     def finish(self, seq: Sequence, now_s: float) -> None:
         self._uncomputed -= seq.uncomputed_tokens
-        self._release_running(seq, keep=False)
+        self.running.remove(seq)
+        self.pool.release(seq)
+        seq.kv = KVLocation.NONE
         seq.status = SeqStatus.FINISHED
         seq.finish_s = now_s
         del self.seqs[seq.request_id]

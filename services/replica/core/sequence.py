@@ -43,6 +43,7 @@ class Sequence:
     finish_s: float | None = None
     preemptions: int = 0
     key: tuple[float, ...] = field(default=())
+    queue_token: int = -1  # identifies this sequence's live entry in the waiting heap
 
     @property
     def request_id(self) -> str:

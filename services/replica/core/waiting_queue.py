@@ -1,4 +1,8 @@
-"""The waiting queue: a heap on the policy key with lazy deletion (aborts leave tombstones)."""
+"""The waiting queue: a heap on the policy key with lazy deletion.
+
+Each push stamps the sequence with a fresh token; a heap entry whose token is not the sequence's
+current one (re-keyed, popped, discarded, pushed again) or whose sequence left WAITING is stale.
+"""
 
 from __future__ import annotations
 
@@ -21,34 +25,44 @@ class WaitingQueue:
 
     def push(self, seq: Sequence, now_s: float) -> None:
         seq.status = SeqStatus.WAITING
-        seq.key = self.policy.key(seq, now_s)
-        heapq.heappush(self._heap, (seq.key, next(self._seq), seq))
+        self._enter(seq, self.policy.key(seq, now_s))
         self._live += 1
 
     def discard(self, seq: Sequence) -> None:
-        """Forget `seq` (already marked non-WAITING by the caller); its heap entry is skipped."""
+        """Forget `seq` (the caller changes its status); its heap entry becomes stale."""
+        seq.queue_token = -1
         self._live -= 1
+
+    def _enter(self, seq: Sequence, key: tuple[float, ...]) -> None:
+        seq.key = key
+        seq.queue_token = next(self._seq)
+        heapq.heappush(self._heap, (key, seq.queue_token, seq))
+
+    @staticmethod
+    def _live_entry(token: int, seq: Sequence) -> bool:
+        return seq.status is SeqStatus.WAITING and token == seq.queue_token
 
     def peek(self, now_s: float) -> Sequence | None:
         """The head in policy order, after letting the policy re-key it."""
         while self._heap:
-            key, _, seq = self._heap[0]
-            if seq.status is not SeqStatus.WAITING or key != seq.key:
-                heapq.heappop(self._heap)  # tombstone or stale entry
+            _, token, seq = self._heap[0]
+            if not self._live_entry(token, seq):
+                heapq.heappop(self._heap)
                 continue
             new = self.policy.requeue_key(seq, now_s)
             if new is None:
                 return seq
-            seq.key = new
-            heapq.heapreplace(self._heap, (new, next(self._seq), seq))
+            heapq.heappop(self._heap)
+            self._enter(seq, new)
         return None
 
     def pop(self, now_s: float) -> Sequence | None:
         seq = self.peek(now_s)
         if seq is not None:
             heapq.heappop(self._heap)
+            seq.queue_token = -1
             self._live -= 1
         return seq
 
     def sequences(self) -> list[Sequence]:
-        return [s for k, _, s in self._heap if s.status is SeqStatus.WAITING and k == s.key]
+        return [s for _, token, s in self._heap if self._live_entry(token, s)]

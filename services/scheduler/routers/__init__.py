@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.scheduler.routers.base import Router
 from services.scheduler.routers.least_loaded import LeastLoadedRouter
-from services.scheduler.routers.oracle_backlog import OracleBacklogRouter
+from services.scheduler.routers.oracle_ttft import OracleTTFTRouter
 from services.scheduler.routers.round_robin import RoundRobinRouter
 from shared.policy import Registry
 
@@ -13,7 +13,7 @@ ROUTERS: Registry[Router] = Registry(
     {
         RoundRobinRouter.name: RoundRobinRouter,
         LeastLoadedRouter.name: LeastLoadedRouter,
-        OracleBacklogRouter.name: OracleBacklogRouter,
+        OracleTTFTRouter.name: OracleTTFTRouter,
     },
 )
 

@@ -137,11 +137,6 @@ def test_replica_async_abort_sends_final_chunk(h):
     assert used == 0 and "a" not in engine.core.seqs
 
 
-@pytest.mark.xfail(
-    reason="AsyncSimEngine.abort sends the final chunk with num_output_tokens=0 although "
-    "TokenChunk.num_output_tokens is cumulative (it should carry the tokens generated so far)",
-    strict=True,
-)
 def test_replica_async_abort_chunk_keeps_cumulative_count(h):
     async def main():
         engine, _ = make_engine(h)

@@ -99,11 +99,6 @@ def test_replica_evict_twice_and_resume_not_evicted_are_noops(h):
     assert core.status().waiting == 1
 
 
-@pytest.mark.xfail(
-    reason="WaitingQueue.discard leaves the heap entry; if the sequence is pushed again with an "
-    "unchanged key (resume under fcfs) the stale entry looks live, so sequences() lists it twice",
-    strict=True,
-)
 def test_replica_waiting_sequences_listed_once_after_evict_resume(h):
     core = h.core(1024, max_num_seqs=1)
     h.drive(core, [h.request("a", 10, 5), h.request("b", 10, 5)], stop=after_steps(1))
@@ -113,12 +108,6 @@ def test_replica_waiting_sequences_listed_once_after_evict_resume(h):
     assert [s.request_id for s in core.waiting.sequences()] == ["b"]
 
 
-@pytest.mark.xfail(
-    reason="static batches keep done sequences RUNNING until the batch ends; evict() accepts "
-    "them, and after resume the next batch prefills them again and emits one token more than "
-    "max_tokens",
-    strict=True,
-)
 def test_replica_static_evict_of_done_sequence_does_not_overgenerate(h):
     core = h.core(1024, mode="static")
     trace = h.drive(core, [h.request("a", 10, 2), h.request("b", 10, 10)], stop=after_steps(2))

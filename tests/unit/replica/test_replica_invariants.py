@@ -120,12 +120,6 @@ def test_replica_status_counts_work_at_admission(h, mode, extra):
     assert (st.waiting, st.running) == (2, 0)
 
 
-@pytest.mark.xfail(
-    reason="SimEngineCore.finish subtracts the seq's uncomputed tokens, then _release_running("
-    "keep=False) -> drop_computed adds num_computed_tokens back: pending_prefill_tokens leaks "
-    "input+output-1 tokens per finished request",
-    strict=True,
-)
 @pytest.mark.parametrize(("mode", "extra"), MODES)
 def test_replica_pending_prefill_tokens_reach_zero_when_drained(h, mode, extra):
     core = h.core(1024, mode=mode, **extra)

@@ -43,13 +43,6 @@ def test_replica_duplicate_request_id_refused(h):
     assert core.status().waiting == 1
 
 
-@pytest.mark.xfail(
-    reason="add_request compares input+max_tokens with kv_capacity_tokens, but the pool holds "
-    "only whole blocks (capacity // block_size * block_size tokens): an admitted request can "
-    "outgrow the pool, preempts itself and then never fits again (the core idles with work; "
-    "the simulator raises SimulationStuck)",
-    strict=True,
-)
 def test_replica_admitted_request_can_always_finish(h):
     core = h.core(100, block_size_tokens=16)  # 6 blocks = 96 tokens usable
     try:

@@ -7,11 +7,17 @@ from dataclasses import dataclass, field
 import pytest
 
 from services.replica.core.engine_core import EngineStatus
+from services.scheduler.cluster_view import WorkItem
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 
 
 def make_profile(
-    model: str = "m", *, speed: float = 1.0, weight_bytes: int = 10**9, swap_bytes_s: float = 1e10
+    model: str = "m",
+    *,
+    speed: float = 1.0,
+    weight_bytes: int = 10**9,
+    swap_bytes_s: float = 1e10,
+    kv_tokens: int = 10**6,
 ) -> HardwareProfile:
     """A profile whose compute coefficients are divided by `speed` (2.0 = twice as fast)."""
     return HardwareProfile(
@@ -20,7 +26,7 @@ def make_profile(
         tensor_parallel=1,
         prefill=PrefillCoeffs(1e-4 / speed, 0.0, 0.0, 0.01 / speed),
         decode=DecodeCoeffs(1e-7 / speed, 1e-4 / speed, 0.0, 0.01 / speed),
-        kv_capacity_bytes=10**9,
+        kv_capacity_bytes=kv_tokens * 1000,
         kv_bytes_per_token=1000,
         weight_bytes=weight_bytes,
         swap_bytes_s=swap_bytes_s,
@@ -45,7 +51,13 @@ class FakeInstance:
     pending_prefill_tokens: int = 0
     outstanding_output_tokens: int = 0
     active_model: str | None = "m"
+    kv_tokens: int = 10**6
+    items: list[WorkItem] = field(default_factory=list)
+    token_budget: int = 8192
     submitted: list[Request] = field(default_factory=list)
+
+    def work_items(self) -> list[WorkItem]:
+        return list(self.items)
 
     @property
     def gpu(self) -> str:
@@ -56,7 +68,7 @@ class FakeInstance:
 
     def profile(self, model: str) -> HardwareProfile:
         assert self.serves(model)
-        return make_profile(model, speed=self.speed)
+        return make_profile(model, speed=self.speed, kv_tokens=self.kv_tokens)
 
     def status(self) -> EngineStatus:
         return EngineStatus(

@@ -1,13 +1,14 @@
-"""Routers (round-robin, least-loaded, oracle-backlog) and the RoutingPolicy around them."""
+"""Routers (round-robin, least-loaded, oracle-ttft) and the RoutingPolicy around them."""
 
 from __future__ import annotations
 
 import pytest
 
+from services.scheduler.cluster_view import WorkItem
 from services.scheduler.global_policy import RoutingPolicy
 from services.scheduler.routers import ROUTERS
 from services.scheduler.routers.least_loaded import LeastLoadedRouter
-from services.scheduler.routers.oracle_backlog import OracleBacklogRouter
+from services.scheduler.routers.oracle_ttft import OracleTTFTRouter, ttft_estimate_s
 from services.scheduler.routers.round_robin import RoundRobinRouter
 from shared.policy.registry import UnknownNameError
 
@@ -64,26 +65,72 @@ def test_scheduler_least_loaded_spreads_a_burst(fakes):
     assert rejector.rejected == []
 
 
-# each instance: (speed, pending prefill tokens, outstanding output tokens, active model)
+def _waiting(deadline_s: float, prefill: int) -> WorkItem:
+    return WorkItem(deadline_s, False, prefill, prefill, 100)
+
+
+def _running(context: int, remaining: int) -> WorkItem:
+    return WorkItem(0.0, True, 1, context, remaining)
+
+
+# the request under test arrives at 0 with a 10 s TTFT deadline, 100 prompt tokens, model "m"
+# each instance: (speed, work items, active model, KV capacity tokens)
 @pytest.mark.parametrize(
     ("instances", "expected"),
     [
-        pytest.param([(1, 1000, 500, "m"), (1, 100, 50, "m")], "i1", id="emptier"),
-        pytest.param([(1, 400, 200, "m"), (2, 400, 200, "m")], "i1", id="faster"),
-        pytest.param([(1, 100, 100, "m"), (2, 800, 800, "m")], "i0", id="faster-but-fuller"),
-        pytest.param([(1, 0, 0, "other"), (1, 100, 100, "m")], "i1", id="needs-model-load"),
-        pytest.param([(1, 0, 0, "m"), (1, 0, 0, "m")], "i0", id="tie-first"),
-        pytest.param([(2, 0, 0, "m"), (1, 0, 0, "m")], "i0", id="idle-tie-first"),
+        pytest.param(
+            [(1, [_waiting(5, 20000)], "m", 10**6), (1, [], "m", 10**6)],
+            "i1",
+            id="earlier-deadline-work-ahead",
+        ),
+        # 50K tokens of batch work with later deadlines does not delay this request under EDF
+        pytest.param(
+            [(1, [_waiting(60, 50000)], "m", 10**6), (1, [_waiting(5, 9000)], "m", 10**6)],
+            "i0",
+            id="looser-work-is-jumped",
+        ),
+        pytest.param(
+            [(1, [_waiting(5, 9000)], "m", 10**6), (2, [_waiting(5, 9000)], "m", 10**6)],
+            "i1",
+            id="faster",
+        ),
+        pytest.param(
+            [(1, [], "other", 10**6), (1, [_waiting(5, 1000)], "m", 10**6)],
+            "i1",
+            id="needs-model-load",
+        ),
+        # KV short: i0's runner will grow to 1900 tokens and needs 900 more steps, i1's to 1005
+        pytest.param(
+            [(1, [_running(1000, 900)], "m", 1500), (1, [_running(1000, 5)], "m", 1500)],
+            "i1",
+            id="waits-for-memory",
+        ),
+        pytest.param([(1, [], "m", 10**6), (1, [], "m", 10**6)], "i0", id="tie-first"),
     ],
 )
-def test_scheduler_oracle_backlog(fakes, instances, expected):
+def test_scheduler_oracle_ttft(fakes, instances, expected):
     insts = [
-        fakes.instance(
-            f"i{k}", speed=s, pending_prefill_tokens=p, outstanding_output_tokens=o, active_model=a
-        )
-        for k, (s, p, o, a) in enumerate(instances)
+        fakes.instance(f"i{k}", speed=s, items=items, active_model=a, kv_tokens=kv)
+        for k, (s, items, a, kv) in enumerate(instances)
     ]
-    assert OracleBacklogRouter().choose(fakes.request(), insts, 0.0).name == expected
+    req = fakes.request()
+    estimates = {i.name: ttft_estimate_s(i, req) for i in insts}
+    assert OracleTTFTRouter().choose(req, insts, 0.0).name == expected, estimates
+
+
+@pytest.mark.parametrize(("remaining", "kv_tokens"), [(500, 1550), (50, 1550), (500, 10**6)])
+def test_scheduler_oracle_ttft_memory_wait_tracks_true_remaining(fakes, remaining, kv_tokens):
+    inst = fakes.instance("i0", items=[_running(1000, remaining)], kv_tokens=kv_tokens)
+    step = inst.profile("m").decode_time_s(1000, 1)
+    short = kv_tokens < 1000 + remaining + 100
+    expected_floor = remaining * step if short else 0.0
+    assert ttft_estimate_s(inst, fakes.request()) >= expected_floor
+    assert (ttft_estimate_s(inst, fakes.request()) >= remaining * step) == short
+
+
+def test_scheduler_oracle_ttft_unbounded_when_prompt_can_never_fit(fakes):
+    inst = fakes.instance("i0", items=[_running(10, 5)], kv_tokens=50)
+    assert ttft_estimate_s(inst, fakes.request()) == float("inf")
 
 
 def test_scheduler_routing_policy_only_uses_eligible(fakes):
@@ -104,7 +151,7 @@ def test_scheduler_routing_policy_only_uses_eligible(fakes):
     assert rejector.rejected == []
 
 
-@pytest.mark.parametrize("router", ["round-robin", "least-loaded", "oracle-backlog"])
+@pytest.mark.parametrize("router", ["round-robin", "least-loaded", "oracle-ttft"])
 def test_scheduler_routing_policy_rejects_unserved_model(fakes, router):
     insts = [fakes.instance("a", models=("m",)), fakes.instance("b", models=("m",))]
     rejector = fakes.rejector()
@@ -118,6 +165,6 @@ def test_scheduler_routing_policy_rejects_unserved_model(fakes, router):
 
 
 def test_scheduler_router_registry(fakes):
-    assert ROUTERS.names() == ["least-loaded", "oracle-backlog", "round-robin"]
-    with pytest.raises(UnknownNameError, match="valid: least-loaded, oracle-backlog, round-robin"):
+    assert ROUTERS.names() == ["least-loaded", "oracle-ttft", "round-robin"]
+    with pytest.raises(UnknownNameError, match="valid: least-loaded, oracle-ttft, round-robin"):
         ROUTERS.create("random")

@@ -16,7 +16,7 @@ from shared.policy.registry import UnknownNameError
         ("vllm-fcfs", "round-robin", "fcfs", "continuous", "recompute"),
         ("edf", "least-loaded", "edf", "continuous", "recompute"),
         ("sls", "round-robin", "fcfs", "static", "recompute"),
-        ("oracle", "oracle-backlog", "oracle-edf", "continuous", "auto"),
+        ("oracle", "oracle-ttft", "oracle-edf", "continuous", "auto"),
     ],
 )
 def test_scheduler_stack_definitions(name, router, queue, mode, preemption):

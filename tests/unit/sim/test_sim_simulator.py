@@ -14,7 +14,7 @@ from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Req
 from shared.metrics.summary import summarize
 from shared.sim import simulator as simulator_module
 from shared.sim.cluster import ClusterSpec, InstanceSpec
-from shared.sim.simulator import SimulationStuck, Simulator
+from shared.sim.simulator import Simulator
 
 STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle"]
 
@@ -157,12 +157,6 @@ def test_sim_kv_pressure_runs_to_the_end(monkeypatch, stack):
     assert sum(i.evictions for i in run.instances) > 0
 
 
-@pytest.mark.xfail(
-    reason="a request with input+max_tokens <= kv_capacity_tokens but above the block-rounded "
-    "pool is admitted, can never fit and the run ends in SimulationStuck instead of a rejection",
-    raises=SimulationStuck,
-    strict=True,
-)
 def test_sim_request_admitted_by_capacity_check_is_served_or_rejected(monkeypatch):
     monkeypatch.setattr(simulator_module, "_profiles", tiny_profiles(100))  # 6 blocks: 96 tokens
     cluster = ClusterSpec(instances=[InstanceSpec(gpu="g", models=["m"])])
