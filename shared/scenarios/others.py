@@ -114,7 +114,7 @@ def azure_code() -> ScenarioSpec:
 def smoke() -> ScenarioSpec:
     return ScenarioSpec(
         name="smoke",
-        description="300 requests, Llama-3.1-8B on 2x A100-80GB, interactive + batch (seconds)",
+        description="500 requests, Llama-3.1-8B on 2x A100-80GB, interactive + batch burst",
         paper_setup="A quick check of the whole path; not a paper experiment.",
         workload=WorkloadSpec(
             streams=[
@@ -122,14 +122,14 @@ def smoke() -> ScenarioSpec:
                     name="interactive",
                     slo_class="interactive",
                     models=_8B,
-                    rate_rps=20.0,
+                    rate_rps=30.0,
                     lengths=_CONV,
                 ),
                 StreamSpec(
-                    name="batch", slo_class="batch-1", models=_8B, rate_rps=20.0, lengths=_CONV
+                    name="batch", slo_class="batch-1", models=_8B, rate_rps=30.0, lengths=_CONV
                 ),
             ],
-            requests=300,
+            requests=500,
         ),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=2)]),
         default_policies=["vllm-fcfs", "edf", "sls", "oracle"],

@@ -42,18 +42,19 @@ def test_sim_different_seeds_differ(sims, smoke_run, stack):
 
 
 @pytest.mark.parametrize("stack", STACK_NAMES)
-def test_sim_one_record_per_request(sims, smoke_run, stack):
+def test_sim_one_record_per_request(sims, smoke_run, smoke, stack):
     run = smoke_run(stack, 0)
+    n = smoke.workload.requests
     requests = sims.requests(0)
     assert [r.request_id for r in run.records] == [r.request_id for r in requests]
-    assert len({r.request_id for r in run.records}) == len(requests) == 300
+    assert len({r.request_id for r in run.records}) == len(requests) == n
     assert run.policy == stack
     for req, rec in zip(requests, run.records, strict=True):
         assert rec.finished and not rec.rejected
         assert rec.output_tokens == req.output_tokens_to_generate
         assert req.arrival_s <= rec.first_token_s <= rec.finish_s <= run.end_s
         assert rec.instance in {i.instance for i in run.instances}
-    assert sum(i.requests_finished for i in run.instances) == 300
+    assert sum(i.requests_finished for i in run.instances) == n
     assert summarize(run).unfinished == 0
 
 
