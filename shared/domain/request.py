@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,7 @@ class Request:
 
     true_output_tokens is ground truth known only to the simulated engine (it plays the model's
     end-of-sequence) and to the `oracle` reference policy; real policies use predictions.
+    priority follows vLLM: lower values are served first by the `priority` queue policy.
     """
 
     request_id: str
@@ -46,7 +47,6 @@ class Request:
     tenant: str = "default"
     true_output_tokens: int | None = None
     priority: int = 0
-    predicted_output_tokens: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.input_tokens < 1:

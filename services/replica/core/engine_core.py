@@ -13,6 +13,7 @@ from services.replica.config import EngineConfig
 from services.replica.core.kv_cache import BlockPool, HostSwapSpace
 from services.replica.core.model_tiers import ModelTiers
 from services.replica.core.outputs import StepKind, StepPlan, StepResult
+from services.replica.core.planners import make_planner
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from services.replica.core.waiting_queue import WaitingQueue
 from services.replica.policies import QUEUE_POLICIES
@@ -66,8 +67,6 @@ class SimEngineCore:
         self.kv_block_seconds = 0.0
         self._outstanding_out = 0  # Σ remaining output tokens of live sequences
         self._uncomputed = 0  # Σ uncomputed tokens of live sequences
-        from services.replica.core.planners import make_planner  # planners import this module
-
         self.planner = make_planner(config.mode)
 
     # ---- requests in and out -------------------------------------------------------------
