@@ -1,0 +1,1 @@
+"""gRPC contracts: Python code generated from proto/slomesh/v1 (see codegen.py), plus helpers."""

@@ -1,0 +1,46 @@
+from shared.rpc.slomesh.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReplicaGenerateRequest(_message.Message):
+    __slots__ = ("meta", "prompt", "temperature", "simulated_output_tokens")
+    META_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    SIMULATED_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    meta: _common_pb2.RequestMeta
+    prompt: str
+    temperature: float
+    simulated_output_tokens: int
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ...) -> None: ...
+
+class ReplicaChunk(_message.Message):
+    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "time_unix_s")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    text: str
+    output_tokens: int
+    finished: bool
+    finish_reason: str
+    time_unix_s: float
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., time_unix_s: _Optional[float] = ...) -> None: ...
+
+class RequestIds(_message.Message):
+    __slots__ = ("request_ids",)
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
+    request_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StatusQuery(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,49 @@
+from shared.rpc.slomesh.v1 import common_pb2 as _common_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AdmitRequest(_message.Message):
+    __slots__ = ("meta", "prediction")
+    META_FIELD_NUMBER: _ClassVar[int]
+    PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    meta: _common_pb2.RequestMeta
+    prediction: _common_pb2.LengthPrediction
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prediction: _Optional[_Union[_common_pb2.LengthPrediction, _Mapping]] = ...) -> None: ...
+
+class AdmitReply(_message.Message):
+    __slots__ = ("admitted", "replica", "reason", "retry_after_s", "policy")
+    ADMITTED_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    admitted: bool
+    replica: _common_pb2.ReplicaRef
+    reason: str
+    retry_after_s: float
+    policy: str
+    def __init__(self, admitted: _Optional[bool] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., reason: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., policy: _Optional[str] = ...) -> None: ...
+
+class CompletionReport(_message.Message):
+    __slots__ = ("meta", "replica", "first_token_unix_s", "finish_unix_s", "output_tokens", "finish_reason")
+    META_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TOKEN_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    FINISH_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    meta: _common_pb2.RequestMeta
+    replica: _common_pb2.ReplicaRef
+    first_token_unix_s: float
+    finish_unix_s: float
+    output_tokens: int
+    finish_reason: str
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., first_token_unix_s: _Optional[float] = ..., finish_unix_s: _Optional[float] = ..., output_tokens: _Optional[int] = ..., finish_reason: _Optional[str] = ...) -> None: ...
+
+class ReportReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
