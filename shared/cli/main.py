@@ -7,7 +7,7 @@ import sys
 
 from pydantic import ValidationError
 
-from shared.cli import bench, engine_check
+from shared.cli import bench, bench_mesh, engine_check, up
 from shared.cli.errors import UsageError, describe
 from shared.policy import UnknownNameError
 
@@ -19,6 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     bench.add_parser(sub)
     engine_check.add_parser(sub)
+    up.add_parsers(sub)
+    bench_mesh.add_parser(sub)
     return parser
 
 

@@ -17,6 +17,8 @@ PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "shared" / "rpc"
 PACKAGE = "slomesh/v1"
 _IMPORT = re.compile(r"^from slomesh\.v1 import", re.MULTILINE)
+# the module name the generated classes report (pickling by Ray imports it)
+_MODULE = re.compile(r"'slomesh\.v1\.(\w+_pb2)'")
 
 
 def generate(out_dir: Path = OUT_DIR) -> list[Path]:
@@ -43,6 +45,7 @@ def generate(out_dir: Path = OUT_DIR) -> list[Path]:
     written = []
     for path in sorted(target.glob("*_pb2*.py*")):
         text = _IMPORT.sub("from shared.rpc.slomesh.v1 import", path.read_text())
+        text = _MODULE.sub(r"'shared.rpc.slomesh.v1.\1'", text)
         path.write_text(text)
         written.append(path)
     for pkg in (out_dir / "slomesh", target):

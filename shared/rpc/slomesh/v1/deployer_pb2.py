@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19slomesh/v1/dep
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'slomesh.v1.deployer_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'shared.rpc.slomesh.v1.deployer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NODE']._serialized_start=41

@@ -1,0 +1,251 @@
+"""SLO resolution: from a request's body, headers and API key to a `shared.domain.SLO` (seconds).
+
+Precedence, first match wins (sources are not merged field by field):
+  1. body `slo` object {ttft_ms, tpot_ms, deadline_ms}
+  2. body `slo` class name
+  3. headers `x-slo-ttft-ms` / `x-slo-tpot-ms` (Gateway API Inference Extension names;
+     case-insensitive)
+  4. the API key's default class
+  5. the policy's default class
+Explicit objectives (1, 3) leave out what the client did not send (no TPOT / deadline objective),
+except TTFT, which every request needs: it comes from the fallback class (4, else 5), capped by an
+explicit deadline. Explicit objectives get class_name "custom". Every value is checked against the
+policy's limits; violations are APIError 400 naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from services.ingress.core.errors import APIError, bad_request, server_error
+from services.ingress.core.openai_schema import SLOObject
+from shared.domain import SLO
+from shared.workloads.slo_classes import CLASS_PRESETS
+
+TTFT_HEADER = "x-slo-ttft-ms"
+TPOT_HEADER = "x-slo-tpot-ms"
+CUSTOM_CLASS = "custom"
+_DAY_MS = 86_400_000.0
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class SLOClassSpec(BaseModel):
+    """One named SLO class, milliseconds after arrival."""
+
+    model_config = _CONFIG
+
+    ttft_ms: float = Field(gt=0)
+    """Time to first token allowed after arrival, ms."""
+    tpot_ms: float | None = Field(None, gt=0)
+    """Mean time per output token allowed after the first, ms (None: no TPOT objective)."""
+    deadline_ms: float | None = Field(None, gt=0)
+    """Whole-request latency allowed after arrival, ms (None: no deadline)."""
+
+
+class SLOLimits(BaseModel):
+    """Bounds on any objective a client may ask for (and on the configured classes)."""
+
+    model_config = _CONFIG
+
+    min_ttft_ms: float = Field(1.0, gt=0)
+    """Smallest TTFT a request may ask for, ms."""
+    max_ttft_ms: float = Field(_DAY_MS, gt=0)
+    """Largest TTFT a request may ask for, ms (default 24 h)."""
+    min_tpot_ms: float = Field(0.1, gt=0)
+    """Smallest TPOT a request may ask for, ms."""
+    max_tpot_ms: float = Field(60_000.0, gt=0)
+    """Largest TPOT a request may ask for, ms (default 1 min per token)."""
+    max_deadline_ms: float = Field(_DAY_MS, gt=0)
+    """Largest whole-request deadline a request may ask for, ms (default 24 h)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.min_ttft_ms > self.max_ttft_ms:
+            raise ValueError("min_ttft_ms must be <= max_ttft_ms")
+        if self.min_tpot_ms > self.max_tpot_ms:
+            raise ValueError("min_tpot_ms must be <= max_tpot_ms")
+        if self.max_deadline_ms < self.min_ttft_ms:
+            raise ValueError("max_deadline_ms must be >= min_ttft_ms")
+        return self
+
+
+def _preset_classes() -> dict[str, SLOClassSpec]:
+    """The shared presets (QLM and SCORPIO classes) in milliseconds."""
+
+    def ms(s: float | None) -> float | None:
+        return None if s is None else s * 1000.0
+
+    return {
+        name: SLOClassSpec(
+            ttft_ms=c.ttft_deadline_s * 1000.0,
+            tpot_ms=ms(c.tpot_target_s),
+            deadline_ms=ms(c.e2e_deadline_s),
+        )
+        for name, c in CLASS_PRESETS.items()
+    }
+
+
+class SLOPolicy(BaseModel):
+    """How the ingress turns what a client sent into objectives."""
+
+    model_config = _CONFIG
+
+    classes: dict[str, SLOClassSpec] = Field(default_factory=_preset_classes)
+    """Named classes clients (and API keys) may pick; default: the shared presets
+    (interactive, batch-1, batch-2, tight, chat, relaxed)."""
+    default_class: str = "interactive"
+    """Class used when neither the request nor its API key says anything."""
+    limits: SLOLimits = Field(default_factory=SLOLimits)
+    """Bounds on explicit objectives and on the classes above."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if not self.classes:
+            raise ValueError("classes must not be empty")
+        if self.default_class not in self.classes:
+            raise ValueError(
+                f"default_class '{self.default_class}' is not one of the classes: "
+                f"{', '.join(sorted(self.classes))}"
+            )
+        if CUSTOM_CLASS in self.classes:
+            raise ValueError(f"'{CUSTOM_CLASS}' is reserved for explicit objectives")
+        for name, spec in self.classes.items():
+            if not name.strip():
+                raise ValueError("class names must be non-empty")
+            try:
+                _check_explicit(
+                    spec.ttft_ms, spec.tpot_ms, spec.deadline_ms, self.limits, f"classes.{name}."
+                )
+            except APIError as err:
+                raise ValueError(err.message) from None
+        return self
+
+
+def _ms(value: float) -> str:
+    """A millisecond value for messages: integral ones without exponent (86400000)."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:g}"
+
+
+def _check_value(value: float, lo: float | None, hi: float, param: str) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise bad_request(param, f"must be a positive number of milliseconds, got {value!r}")
+    if lo is not None and value < lo:
+        raise bad_request(param, f"must be >= {_ms(lo)} ms, got {_ms(value)}")
+    if value > hi:
+        raise bad_request(param, f"must be <= {_ms(hi)} ms, got {_ms(value)}")
+
+
+def _check_explicit(
+    ttft_ms: float, tpot_ms: float | None, deadline_ms: float | None, lim: SLOLimits, prefix: str
+) -> None:
+    """Check explicit values; prefix names the source ("slo." for the body, "" for headers)."""
+    ttft_param = f"{prefix}ttft_ms" if prefix else TTFT_HEADER
+    tpot_param = f"{prefix}tpot_ms" if prefix else TPOT_HEADER
+    _check_value(ttft_ms, lim.min_ttft_ms, lim.max_ttft_ms, ttft_param)
+    if tpot_ms is not None:
+        _check_value(tpot_ms, lim.min_tpot_ms, lim.max_tpot_ms, tpot_param)
+    if deadline_ms is not None:
+        _check_value(deadline_ms, None, lim.max_deadline_ms, f"{prefix}deadline_ms")
+        if deadline_ms < ttft_ms:
+            raise bad_request(
+                f"{prefix}deadline_ms",
+                f"must be >= the TTFT objective ({_ms(ttft_ms)} ms), got {_ms(deadline_ms)}",
+            )
+
+
+def parse_slo_headers(headers: Mapping[str, str]) -> dict[str, float]:
+    """The SLO headers present, by lower-case name, parsed as milliseconds (APIError 400 for a
+    non-numeric, non-finite or non-positive value, or conflicting duplicates)."""
+    seen: dict[str, str] = {}
+    for raw_name, raw_value in headers.items():
+        name = raw_name.lower()
+        if name not in (TTFT_HEADER, TPOT_HEADER):
+            continue
+        if name in seen and seen[name].strip() != raw_value.strip():
+            raise bad_request(
+                name, f"sent twice with different values: {seen[name]!r}, {raw_value!r}"
+            )
+        seen[name] = raw_value
+    out: dict[str, float] = {}
+    for name, raw_value in seen.items():
+        try:
+            value = float(raw_value.strip())
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise bad_request(
+                name, f"must be a positive number of milliseconds, got {raw_value.strip()!r}"
+            )
+        out[name] = value
+    return out
+
+
+def _class_slo(name: str, policy: SLOPolicy) -> SLO:
+    spec = policy.classes[name]
+    return SLO(
+        ttft_deadline_s=spec.ttft_ms / 1000.0,
+        tpot_target_s=None if spec.tpot_ms is None else spec.tpot_ms / 1000.0,
+        e2e_deadline_s=None if spec.deadline_ms is None else spec.deadline_ms / 1000.0,
+        class_name=name,
+    )
+
+
+def _explicit_slo(
+    ttft_ms: float | None,
+    tpot_ms: float | None,
+    deadline_ms: float | None,
+    fallback: str,
+    policy: SLOPolicy,
+    prefix: str,
+) -> SLO:
+    if ttft_ms is None:
+        ttft_ms = policy.classes[fallback].ttft_ms
+        if deadline_ms is not None and deadline_ms > 0:
+            ttft_ms = min(ttft_ms, deadline_ms)
+    _check_explicit(ttft_ms, tpot_ms, deadline_ms, policy.limits, prefix)
+    return SLO(
+        ttft_deadline_s=ttft_ms / 1000.0,
+        tpot_target_s=None if tpot_ms is None else tpot_ms / 1000.0,
+        e2e_deadline_s=None if deadline_ms is None else deadline_ms / 1000.0,
+        class_name=CUSTOM_CLASS,
+    )
+
+
+def resolve_slo(
+    body_slo: str | SLOObject | None,
+    headers: Mapping[str, str],
+    key_default_class: str | None,
+    policy: SLOPolicy,
+) -> SLO:
+    """The request's objectives by the precedence in the module docstring (seconds, as
+    `shared.domain.SLO` wants). APIError 400 for an unknown class or a bad value; 500 when the
+    API key's configured default class does not exist (a server misconfiguration)."""
+    if key_default_class is not None and key_default_class not in policy.classes:
+        raise server_error(
+            f"the API key's default SLO class '{key_default_class}' is not configured"
+        )
+    fallback = key_default_class if key_default_class is not None else policy.default_class
+    if isinstance(body_slo, SLOObject):
+        return _explicit_slo(
+            body_slo.ttft_ms, body_slo.tpot_ms, body_slo.deadline_ms, fallback, policy, "slo."
+        )
+    if isinstance(body_slo, str):
+        if body_slo not in policy.classes:
+            raise bad_request(
+                "slo",
+                f"unknown SLO class '{body_slo}'; valid: {', '.join(sorted(policy.classes))}",
+            )
+        return _class_slo(body_slo, policy)
+    from_headers = parse_slo_headers(headers)
+    if from_headers:
+        return _explicit_slo(
+            from_headers.get(TTFT_HEADER), from_headers.get(TPOT_HEADER), None, fallback, policy, ""
+        )
+    return _class_slo(fallback, policy)

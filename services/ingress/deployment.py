@@ -1,0 +1,218 @@
+"""The ingress deployment: OpenAI-compatible HTTP (Serve + FastAPI) and the gRPC Ingress service.
+
+Thin shell over `pipeline.Pipeline` and the pure core in `core/`: parse, admit, stream. Every
+error is OpenAI's error JSON with the right status (and Retry-After on overload); a client that
+disconnects mid-stream cancels the replica call, which aborts the request in the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi import Request as HTTPRequest
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from opentelemetry import context as otel_context
+from ray import serve
+from ray.serve import Application
+
+from services.ingress.core.errors import APIError
+from services.ingress.core.openai_schema import (
+    SSE_DONE,
+    ChatCompletionRequest,
+    ChunkStream,
+    CompletionRequest,
+    chat_completion_response,
+    completion_response,
+    parse_body,
+    sse,
+    validate_body,
+)
+from services.ingress.pipeline import Admitted, IngressArgs, Pipeline
+from shared.rpc.slomesh.v1 import ingress_pb2
+from shared.telemetry import context_from, setup_tracing
+
+app = FastAPI(title="slomesh", version="0.1.0")
+
+
+# Serve serializes the deployment class when the decorator runs: helpers it calls must be
+# defined above it.
+def _error(err: APIError) -> JSONResponse:
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers())
+
+
+async def _collect(admitted: Admitted) -> tuple[str, Any, int]:
+    parts, reason, tokens = [], "stop", 0
+    async for chunk in admitted.chunks:
+        parts.append(chunk.text)
+        tokens = chunk.output_tokens
+        if chunk.finished:
+            reason = chunk.finish_reason or "stop"
+    return "".join(parts), reason, tokens
+
+
+def _grpc_body(req: ingress_pb2.GenerateRequest) -> CompletionRequest | ChatCompletionRequest:
+    data: dict[str, Any] = {"model": req.model, "priority": req.priority}
+    if req.max_tokens:
+        data["max_tokens"] = req.max_tokens
+    if req.temperature:
+        data["temperature"] = req.temperature
+    slo = {
+        k: v
+        for k, v in (
+            ("ttft_ms", req.slo.ttft_slo_ms),
+            ("tpot_ms", req.slo.tpot_slo_ms),
+            ("deadline_ms", req.slo.deadline_ms),
+        )
+        if v
+    }
+    if slo:
+        data["slo"] = slo
+    elif req.slo_class:
+        data["slo"] = req.slo_class
+    if req.messages:
+        data["messages"] = [{"role": m.role, "content": m.content} for m in req.messages]
+        return validate_body(data, ChatCompletionRequest)
+    data["prompt"] = req.prompt
+    return validate_body(data, CompletionRequest)
+
+
+def _grpc_status(http_status: int) -> Any:
+    import grpc
+
+    return {
+        400: grpc.StatusCode.INVALID_ARGUMENT,
+        401: grpc.StatusCode.UNAUTHENTICATED,
+        404: grpc.StatusCode.NOT_FOUND,
+        429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        503: grpc.StatusCode.UNAVAILABLE,
+    }.get(http_status, grpc.StatusCode.INTERNAL)
+
+
+@serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
+@serve.ingress(app)
+class IngressDeployment:
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = IngressArgs.model_validate(args)
+        setup_tracing("ingress", self.args.tracing)
+        self.args.api_keys.check_classes(self.args.slo)
+        self.pipeline = Pipeline(self.args)
+
+    @app.get("/health")
+    async def health(self) -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def list_models(self) -> dict[str, Any]:
+        data = [
+            {
+                "id": m.name,
+                "object": "model",
+                "owned_by": "slomesh",
+                "max_model_len": m.max_model_len,
+            }
+            for m in self.args.models
+        ]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/completions")
+    async def completions(self, request: HTTPRequest) -> Response:
+        return await self._serve_http(request, CompletionRequest)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(self, request: HTTPRequest) -> Response:
+        return await self._serve_http(request, ChatCompletionRequest)
+
+    async def _serve_http(
+        self, request: HTTPRequest, kind: type[CompletionRequest] | type[ChatCompletionRequest]
+    ) -> Response:
+        token = otel_context.attach(context_from(dict(request.headers)))
+        try:
+            body = parse_body(await request.body(), kind)
+            admitted = await self.pipeline.admit(
+                body, dict(request.headers), request.headers.get("authorization")
+            )
+        except APIError as err:
+            return _error(err)
+        finally:
+            otel_context.detach(token)
+        stream = ChunkStream(
+            "chat" if isinstance(body, ChatCompletionRequest) else "completion",
+            request_id=admitted.request.request_id,
+            model=body.model,
+            created_s=time.time(),
+            include_usage=body.include_usage,
+        )
+        if body.stream:
+            return StreamingResponse(self._sse(admitted, stream), media_type="text/event-stream")
+        try:
+            text, reason, tokens = await _collect(admitted)
+        except APIError as err:
+            return _error(err)
+        build = chat_completion_response if stream.kind == "chat" else completion_response
+        return JSONResponse(
+            build(
+                request_id=admitted.request.request_id,
+                model=body.model,
+                created_s=stream.created_s,
+                text=text,
+                finish_reason=reason,
+                prompt_tokens=admitted.request.input_tokens,
+                completion_tokens=tokens,
+            )
+        )
+
+    async def _sse(self, admitted: Admitted, stream: ChunkStream) -> AsyncIterator[bytes]:
+        tokens = 0
+        try:
+            async for chunk in admitted.chunks:
+                tokens = chunk.output_tokens
+                if chunk.finished:
+                    for c in stream.finish(
+                        chunk.finish_reason or "stop",  # type: ignore[arg-type]
+                        prompt_tokens=admitted.request.input_tokens,
+                        completion_tokens=tokens,
+                        text=chunk.text,
+                    ):
+                        yield sse(c)
+                else:
+                    for c in stream.delta(chunk.text):
+                        yield sse(c)
+        except APIError as err:
+            yield sse(err.body())
+        yield SSE_DONE
+
+    async def Generate(
+        self, request: ingress_pb2.GenerateRequest, grpc_context: Any = None
+    ) -> AsyncIterator[ingress_pb2.GenerateChunk]:
+        metadata = dict(grpc_context.invocation_metadata()) if grpc_context else {}
+        token = otel_context.attach(context_from(metadata))
+        try:
+            body = _grpc_body(request)
+            admitted = await self.pipeline.admit(body, metadata, metadata.get("authorization"))
+        except APIError as err:
+            if grpc_context is not None:  # Serve keeps a status set before the raise
+                grpc_context.set_code(_grpc_status(err.status))
+                grpc_context.set_details(err.message)
+            raise RuntimeError(err.message) from None  # plain: it must pickle to the proxy
+        finally:
+            otel_context.detach(token)
+        rid = admitted.request.request_id
+        async for chunk in admitted.chunks:
+            yield ingress_pb2.GenerateChunk(
+                request_id=rid,
+                text=chunk.text,
+                output_tokens=chunk.output_tokens,
+                prompt_tokens=admitted.request.input_tokens,
+                finished=chunk.finished,
+                finish_reason=chunk.finish_reason,
+            )
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (`import_path: services.ingress.deployment:build_app`)."""
+    parsed = IngressArgs.model_validate(args).model_dump(mode="json")
+    app: Application = IngressDeployment.bind(parsed)  # type: ignore[attr-defined]
+    return app

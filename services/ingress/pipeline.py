@@ -1,0 +1,280 @@
+"""One request's trip through the mesh, framework-free: the ingress deployment's HTTP routes and
+gRPC method both drive it.
+
+Hot path (3 gRPC hops, all through Serve's gRPC proxy): predictor.Predict -> scheduler.Admit ->
+replica.Generate (stream). The scheduler only sees metadata; the prompt goes to the replica.
+Completion reports (scheduler.Report, predictor.Observe) leave the hot path as background tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.ingress.core.admission import (
+    AdmissionConfig,
+    ModelInfo,
+    build_request_meta,
+    render_chat,
+)
+from services.ingress.core.auth import APIKeyConfig, authenticate
+from services.ingress.core.errors import APIError, overloaded, server_error
+from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
+from services.ingress.core.slo import SLOPolicy, resolve_slo
+from shared.domain import Request
+from shared.rpc.client import CallFailed, MeshClient, Transport
+from shared.rpc.convert import request_to_meta
+from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
+from shared.telemetry import TracingConfig, trace_headers, tracer
+
+
+class ServedModel(BaseModel):
+    """A model the ingress accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Name clients put in `model`."""
+    max_model_len: int = Field(4096, ge=2)
+    """Context length in tokens (prompt + output)."""
+    tokenizer: str | None = None
+    """Tokenizer path/name for exact prompt token counts and chat templates; None: estimate
+    tokens as ceil(1.3 x words) (the simulated engine's models)."""
+
+
+class IngressArgs(BaseModel):
+    """Arguments of the ingress application."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[ServedModel] = Field(min_length=1)
+    """Served models."""
+    transport: Transport = "handle"
+    """How the ingress calls the other services: "handle" (Serve deployment handles, no proxy
+    hop) or "grpc" (through Serve's gRPC proxy at grpc_target). Same protobuf contracts."""
+    grpc_target: str = "127.0.0.1:9000"
+    """Serve's gRPC proxy, for transport "grpc"."""
+    api_keys: APIKeyConfig = APIKeyConfig()
+    """API keys (none required by default)."""
+    slo: SLOPolicy = SLOPolicy()
+    """SLO classes and limits."""
+    admission: AdmissionConfig = AdmissionConfig()
+    """max_tokens default and priority range."""
+    tracing: TracingConfig = TracingConfig()
+    """Span export."""
+
+
+@dataclass
+class Admitted:
+    """An admitted request: its metadata, prompt, replica and output stream."""
+
+    request: Request
+    prompt: str
+    replica: str
+    chunks: AsyncIterator[replica_pb2.ReplicaChunk]
+
+
+class Pipeline:
+    def __init__(self, args: IngressArgs) -> None:
+        self.args = args
+        self.models = {m.name: ModelInfo(m.name, m.max_model_len) for m in args.models}
+        self.client = MeshClient(args.grpc_target, transport=args.transport)
+        self._tokenizers: dict[str, Any] = {}
+        self._tracer = tracer("ingress")
+        self._background: set[asyncio.Task[None]] = set()
+        for m in args.models:
+            if m.tokenizer:
+                from transformers import AutoTokenizer
+
+                path = str(Path(m.tokenizer).expanduser())
+                self._tokenizers[m.name] = AutoTokenizer.from_pretrained(path)
+
+    def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
+        if isinstance(body, CompletionRequest):
+            return body.prompt
+        tok = self._tokenizers.get(body.model)
+        if tok is not None and getattr(tok, "chat_template", None):
+            msgs = [{"role": m.role, "content": m.content or ""} for m in body.messages]
+            return str(tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+        return render_chat(body.messages)
+
+    def count_tokens(self, model: str, text: str) -> int:
+        tok = self._tokenizers.get(model)
+        if tok is not None:
+            return len(tok(text)["input_ids"])
+        return max(1, math.ceil(1.3 * len(text.split())))
+
+    async def admit(
+        self,
+        body: CompletionRequest | ChatCompletionRequest,
+        headers: Mapping[str, str],
+        authorization: str | None,
+    ) -> Admitted:
+        """Validate, predict, admit; raises APIError (4xx/5xx) before anything reaches a replica.
+
+        One trace per request: a root `request` span (ended when the stream ends) holds
+        `admission` here, `grouping` in the scheduler and `execution` in the replica.
+        """
+        root = self._tracer.start_span("request")
+        try:
+            return await self._admit(body, headers, authorization, root)
+        except BaseException as err:
+            root.set_attribute("slomesh.error", str(err))
+            root.end()
+            raise
+
+    async def _admit(
+        self,
+        body: CompletionRequest | ChatCompletionRequest,
+        headers: Mapping[str, str],
+        authorization: str | None,
+        root: trace.Span,
+    ) -> Admitted:
+        ctx = trace.set_span_in_context(root)
+        with self._tracer.start_as_current_span("admission", context=ctx) as span:
+            principal = authenticate(authorization, self.args.api_keys)
+            slo = resolve_slo(body.slo, headers, principal.default_class, self.args.slo)
+            prompt = self.render(body) if body.model in self.models else ""
+            req = build_request_meta(
+                request_id=uuid.uuid4().hex[:16],
+                body=body,
+                principal=principal,
+                slo=slo,
+                prompt_tokens=self.count_tokens(body.model, prompt) if prompt else 1,
+                models=self.models,
+                arrival_s=time.time(),
+                config=self.args.admission,
+            )
+            meta = request_to_meta(req)
+            span.set_attribute("slomesh.request_id", req.request_id)
+            span.set_attribute("slomesh.slo_class", slo.class_name)
+            span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
+            prediction = await self._predict(meta, prompt)
+            span.set_attribute("slomesh.predicted_mean_tokens", prediction.mean_tokens)
+            reply = await self._call(
+                "scheduler", "Admit", scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
+            )
+            span.set_attribute("slomesh.admitted", reply.admitted)
+            if not reply.admitted:
+                span.set_attribute("slomesh.reject_reason", reply.reason)
+                status: Literal[429, 503] = 429 if reply.retry_after_s > 0 else 503
+                raise overloaded(reply.reason, max(reply.retry_after_s, 1.0), status=status)
+            span.set_attribute("slomesh.replica", reply.replica.application)
+        token = otel_context.attach(ctx)  # the replica's `execution` span joins this trace
+        try:
+            headers = trace_headers()
+        finally:
+            otel_context.detach(token)
+        call = self.client.stream(
+            reply.replica.application,
+            "replica",
+            "Generate",
+            replica_pb2.ReplicaGenerateRequest(
+                meta=meta, prompt=prompt, temperature=body.temperature or 0.0
+            ),
+            trace_headers=headers,
+        )
+        root.set_attribute("slomesh.request_id", req.request_id)
+        stream = self._stream(req, reply.replica, call, root)
+        return Admitted(req, prompt, reply.replica.application, stream)
+
+    async def _stream(
+        self,
+        req: Request,
+        replica: common_pb2.ReplicaRef,
+        call: AsyncIterator[replica_pb2.ReplicaChunk],
+        root: trace.Span,
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        first = finish = 0.0
+        tokens, reason = 0, "abort"
+        try:
+            async for chunk in call:
+                if not first and chunk.output_tokens:
+                    first = time.time()
+                tokens = chunk.output_tokens
+                if chunk.finished:
+                    reason = chunk.finish_reason
+                yield chunk
+        except CallFailed as err:
+            reason = "error"
+            raise server_error(
+                f"replica {replica.application} failed mid-request: {err.code}"
+            ) from None
+        finally:
+            await call.aclose()  # type: ignore[attr-defined]  # cancels the replica's stream
+            finish = time.time()
+            root.set_attribute("slomesh.output_tokens", tokens)
+            root.set_attribute("slomesh.finish_reason", reason)
+            if first:
+                root.set_attribute("slomesh.ttft_ms", (first - req.arrival_s) * 1e3)
+            root.end()
+            self._report(req, replica, first, finish, tokens, reason)
+
+    async def _predict(
+        self, meta: common_pb2.RequestMeta, prompt: str
+    ) -> common_pb2.LengthPrediction:
+        try:
+            result: common_pb2.LengthPrediction = await self.client.call(
+                "predictor",
+                "predictor",
+                "Predict",
+                predictor_pb2.PredictRequest(meta=meta, prompt=prompt),
+            )
+            return result
+        except CallFailed:
+            return common_pb2.LengthPrediction()  # admission goes on without a prediction
+
+    async def _call(self, service: str, method: str, message: Any) -> Any:
+        try:
+            return await self.client.call(service, service, method, message)
+        except CallFailed as err:
+            raise APIError(
+                503,
+                f"{service} unavailable: {err.code}",
+                "server_overloaded",
+                None,
+                "service_unavailable",
+                1.0,
+            ) from None
+
+    def _report(
+        self,
+        req: Request,
+        replica: common_pb2.ReplicaRef,
+        first: float,
+        finish: float,
+        tokens: int,
+        reason: str,
+    ) -> None:
+        meta = request_to_meta(req)
+        report = scheduler_pb2.CompletionReport(
+            meta=meta,
+            replica=replica,
+            first_token_unix_s=first,
+            finish_unix_s=finish,
+            output_tokens=tokens,
+            finish_reason=reason,
+        )
+
+        async def send() -> None:
+            try:
+                await self._call("scheduler", "Report", report)
+                if reason in ("stop", "length"):
+                    obs = predictor_pb2.Observation(meta=meta, output_tokens=tokens)
+                    await self._call("predictor", "Observe", obs)
+            except (APIError, CallFailed):
+                pass  # best effort: the scheduler also frees slots of replicas it sees fail
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

@@ -1,0 +1,1 @@
+"""Predictor service: output-length distributions at admission, learned online from completions."""

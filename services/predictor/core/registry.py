@@ -1,0 +1,29 @@
+"""The length-predictor registry: implementations by name, built from a config or a saved state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.predictor.core.base import LengthPredictor, PredictorKind
+from services.predictor.core.online_histogram import ONLINE_HISTOGRAM
+from shared.policy import Registry
+
+PREDICTORS: Registry[PredictorKind] = Registry(
+    "length predictor",
+    {ONLINE_HISTOGRAM.name: lambda: ONLINE_HISTOGRAM},
+)
+"""Each entry yields the PredictorKind of one implementation (a learned predictor joins here)."""
+
+
+def create_predictor(name: str, config: Mapping[str, Any] | None = None) -> LengthPredictor:
+    """A fresh predictor of implementation `name` (UnknownNameError lists the valid names)."""
+    return PREDICTORS.create(name).create(config)
+
+
+def restore_predictor(state: Mapping[str, Any]) -> LengthPredictor:
+    """Rebuild a predictor from its state(); state["kind"] names the implementation."""
+    kind = state.get("kind")
+    if not isinstance(kind, str):
+        raise ValueError(f"state.kind must name a length predictor, got {kind!r}")
+    return PREDICTORS.create(kind).restore(state)

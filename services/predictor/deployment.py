@@ -1,0 +1,72 @@
+"""The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.serve import Application
+
+from services.predictor.core.registry import create_predictor
+from shared.rpc.convert import request_from_meta
+from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
+from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
+
+
+class PredictorArgs(BaseModel):
+    """Arguments of the predictor application."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    predictor: str = "online-histogram"
+    """Implementation, a name from services.predictor.core.registry.PREDICTORS."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """That implementation's settings."""
+    tracing: TracingConfig = TracingConfig()
+    """Span export."""
+
+
+@serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
+class PredictorDeployment:
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = PredictorArgs.model_validate(args)
+        setup_tracing("predictor", self.args.tracing)
+        self.core = create_predictor(self.args.predictor, self.args.config or None)
+        self._lock = threading.Lock()  # the core is not thread-safe; sync methods may overlap
+        self._tracer = tracer("predictor")
+
+    def Predict(
+        self,
+        request: predictor_pb2.PredictRequest,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> common_pb2.LengthPrediction:
+        parent = incoming_context(grpc_context, trace_headers)
+        with self._tracer.start_as_current_span("predict", context=parent) as span:
+            with self._lock:
+                dist = self.core.predict(request_from_meta(request.meta), request.prompt or None)
+            span.set_attribute("slomesh.predicted_mean_tokens", dist.mean_tokens)
+            return common_pb2.LengthPrediction(
+                mean_tokens=dist.mean_tokens,
+                p50_tokens=dist.p50_tokens,
+                p90_tokens=dist.p90_tokens,
+                bucket_upper_tokens=list(dist.bucket_upper_tokens),
+                bucket_probs=list(dist.bucket_probs),
+                predictor_version=dist.version,
+            )
+
+    def Observe(
+        self, request: predictor_pb2.Observation, trace_headers: dict[str, str] | None = None
+    ) -> predictor_pb2.ObserveReply:
+        with self._lock:
+            self.core.observe(request_from_meta(request.meta), max(1, request.output_tokens))
+            return predictor_pb2.ObserveReply(observations=self.core.observations)
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (`import_path: services.predictor.deployment:build_app`)."""
+    parsed = PredictorArgs.model_validate(args).model_dump(mode="json")
+    app: Application = PredictorDeployment.bind(parsed)  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,1 @@
+"""Profiler service: hardware profiles and per-request time and KV-memory estimates."""

@@ -1,0 +1,155 @@
+"""The replica deployment: one engine (vLLM or simulated on the wall clock) behind gRPC.
+
+Thin shell: converts protobuf to the engine interface and back, opens the `execution` span of the
+request's trace, and lets Serve cancel the stream when the caller goes away (the engine aborts).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.serve import Application
+
+from services.replica.config import EngineConfig
+from services.replica.engine import Engine, EngineRequest
+from services.replica.sim_engine import AsyncSimEngine
+from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
+from shared.profiles.defaults import default_profile
+from shared.rpc.convert import request_from_meta
+from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
+from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
+
+
+class ReplicaArgs(BaseModel):
+    """Arguments of one replica application (the `args` of its Serve config entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    application: str = "replica-0"
+    """This replica's Serve application name (how the scheduler addresses it)."""
+    engine: Literal["simulated", "vllm"] = "simulated"
+    """Engine kind."""
+    model: str = "llama-3.1-8b"
+    """Served model name (what clients put in `model`)."""
+    gpu: str = "A100-80GB"
+    """GPU type; the simulated engine takes its step times from this GPU's profile."""
+    tensor_parallel: int = Field(1, ge=1)
+    """GPUs of this replica (vLLM tensor_parallel_size unless `vllm` sets it)."""
+    step_time_scale: float = Field(1.0, ge=0.0)
+    """Simulated engine: multiply profiled step times (0: zero-time steps, for overhead runs)."""
+    engine_config: EngineConfig = EngineConfig()
+    """Simulated engine settings."""
+    vllm: dict[str, Any] = Field(default_factory=dict)
+    """vLLM engine settings (services.replica.vllm.config.VLLMEngineConfig fields)."""
+    tracing: TracingConfig = TracingConfig()
+    """Span export."""
+    max_ongoing_requests: int = Field(1024, ge=1)
+    """Serve's admission limit for this replica (never Serve's default of 5)."""
+
+
+def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:
+    pre, dec = p.prefill, p.decode
+    return replace(
+        p,
+        prefill=PrefillCoeffs(pre.p1 * k, pre.p2 * k, pre.p3 * k, pre.p4 * k),
+        decode=DecodeCoeffs(dec.d1 * k, dec.d2 * k, dec.d3 * k, dec.d4 * k),
+        source=f"{p.source} x{k:g}",
+    )
+
+
+def build_engine(args: ReplicaArgs) -> Engine:
+    if args.engine == "vllm":
+        from services.replica.vllm.config import VLLMEngineConfig
+        from services.replica.vllm.engine import VLLMEngine
+
+        settings = {"tensor_parallel_size": args.tensor_parallel, **args.vllm}
+        if str(settings.get("model", "")).startswith("~"):
+            settings["model"] = str(Path(settings["model"]).expanduser())
+        return VLLMEngine(VLLMEngineConfig.model_validate(settings))
+    prof = _scaled(
+        default_profile(args.gpu, args.model, args.tensor_parallel), args.step_time_scale
+    )
+    return AsyncSimEngine(
+        args.application, {args.model: prof}, args.engine_config, WallClock(), args.model
+    )
+
+
+@serve.deployment(max_ongoing_requests=1024)
+class ReplicaDeployment:
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = ReplicaArgs.model_validate(args)
+        setup_tracing(self.args.application, self.args.tracing)
+        self.engine = build_engine(self.args)
+        self._tracer = tracer("replica")
+
+    async def Generate(
+        self,
+        request: replica_pb2.ReplicaGenerateRequest,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        meta = request.meta
+        parent = incoming_context(grpc_context, trace_headers)
+        req = request_from_meta(meta, request.simulated_output_tokens or None)
+        with self._tracer.start_as_current_span("execution", context=parent) as span:
+            span.set_attribute("slomesh.replica", self.args.application)
+            span.set_attribute("slomesh.engine", self.args.engine)
+            span.set_attribute("slomesh.request_id", meta.request_id)
+            n = 0
+            async for chunk in self.engine.generate(EngineRequest(req, prompt=request.prompt)):
+                if n == 0 and chunk.num_output_tokens > 0:
+                    span.add_event("first_token")
+                n = chunk.num_output_tokens
+                text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
+                yield replica_pb2.ReplicaChunk(
+                    request_id=meta.request_id,
+                    text=text,
+                    output_tokens=chunk.num_output_tokens,
+                    finished=chunk.finished,
+                    finish_reason=chunk.finish_reason or "",
+                    time_unix_s=time.time(),
+                )
+            span.set_attribute("slomesh.output_tokens", n)
+
+    async def Evict(self, request: replica_pb2.RequestIds) -> replica_pb2.RequestIds:
+        done = await self.engine.evict(list(request.request_ids))
+        return replica_pb2.RequestIds(request_ids=done)
+
+    async def Resume(self, request: replica_pb2.RequestIds) -> replica_pb2.RequestIds:
+        done = await self.engine.resume(list(request.request_ids))
+        return replica_pb2.RequestIds(request_ids=done)
+
+    async def Status(self, request: replica_pb2.StatusQuery) -> common_pb2.ReplicaState:
+        st = self.engine.status()
+        return common_pb2.ReplicaState(
+            replica=common_pb2.ReplicaRef(
+                application=self.args.application, gpu=self.args.gpu, model=self.args.model
+            ),
+            active_model=st.active_model or "",
+            waiting=st.waiting,
+            running=st.running,
+            evicted=st.evicted,
+            kv_used_blocks=st.kv_used_blocks,
+            kv_total_blocks=st.kv_total_blocks,
+            engine=self.args.engine,
+        )
+
+    def check_health(self) -> None:
+        """Serve health check: the engine answers a status query."""
+        self.engine.status()
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (`import_path: services.replica.deployment:build_app`)."""
+    parsed = ReplicaArgs.model_validate(args)
+    deployment = ReplicaDeployment.options(  # type: ignore[attr-defined]
+        max_ongoing_requests=parsed.max_ongoing_requests
+    )
+    app: Application = deployment.bind(parsed.model_dump(mode="json"))
+    return app

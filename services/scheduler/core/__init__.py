@@ -1,0 +1,1 @@
+"""Pure scheduler core for the live mesh: admission and placement over a live view of replicas."""

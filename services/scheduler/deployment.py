@@ -1,0 +1,119 @@
+"""The scheduler deployment: Admit / Report / UpdateReplica over the pure admission core."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.serve import Application
+
+from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.core.live_view import LiveReplica
+from shared.domain import HardwareProfile
+from shared.profiles.defaults import default_profile
+from shared.rpc.convert import request_from_meta
+from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
+
+
+class ReplicaEntry(BaseModel):
+    """One replica the scheduler may place requests on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    application: str
+    """Serve application name of the replica."""
+    gpu: str
+    """GPU type ("cpu" for CPU replicas)."""
+    model: str
+    """Served model name."""
+    node: str = ""
+    """Node the replica runs on (informational)."""
+    tensor_parallel: int = Field(1, ge=1)
+    """GPUs of the replica."""
+
+
+class SchedulerArgs(BaseModel):
+    """Arguments of the scheduler application."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = "vllm-fcfs"
+    """Serving stack (a name from services.scheduler.stacks.STACKS)."""
+    replicas: list[ReplicaEntry] = Field(min_length=1)
+    """The replicas to place on."""
+    max_in_flight_per_replica: int = Field(256, ge=1)
+    """Admission limit per replica; beyond it requests are rejected with Retry-After."""
+    tracing: TracingConfig = TracingConfig()
+    """Span export."""
+
+
+def _profile(gpu: str, model: str) -> HardwareProfile | None:
+    try:
+        return default_profile(gpu, model)
+    except ValueError:
+        return None  # not in the catalogue (e.g. the local CPU model): routers that need one say so
+
+
+@serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
+class SchedulerDeployment:
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = SchedulerArgs.model_validate(args)
+        setup_tracing("scheduler", self.args.tracing)
+        replicas = [
+            LiveReplica(r.application, r.gpu, r.model, _profile(r.gpu, r.model))
+            for r in self.args.replicas
+        ]
+        self.core = AdmissionCore(replicas, self.args.policy, self.args.max_in_flight_per_replica)
+        self._tracer = tracer("scheduler")
+        self.states: dict[str, common_pb2.ReplicaState] = {}
+
+    def Admit(
+        self,
+        request: scheduler_pb2.AdmitRequest,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> scheduler_pb2.AdmitReply:
+        parent = incoming_context(grpc_context, trace_headers)
+        with self._tracer.start_as_current_span("grouping", context=parent) as span:
+            req = request_from_meta(request.meta)
+            decision = self.core.admit(req, time.time())
+            span.set_attribute("slomesh.policy", decision.policy)
+            span.set_attribute("slomesh.admitted", decision.admitted)
+            if not decision.admitted or decision.replica is None:
+                span.set_attribute("slomesh.reject_reason", decision.reason)
+                return scheduler_pb2.AdmitReply(
+                    admitted=False,
+                    reason=decision.reason,
+                    retry_after_s=decision.retry_after_s,
+                    policy=decision.policy,
+                )
+            rep = decision.replica
+            span.set_attribute("slomesh.replica", rep.application)
+            span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
+            return scheduler_pb2.AdmitReply(
+                admitted=True,
+                replica=common_pb2.ReplicaRef(
+                    application=rep.application, gpu=rep.gpu, model=rep.model
+                ),
+                policy=decision.policy,
+            )
+
+    def Report(
+        self, request: scheduler_pb2.CompletionReport, trace_headers: dict[str, str] | None = None
+    ) -> scheduler_pb2.ReportReply:
+        self.core.report(request.meta.request_id)
+        return scheduler_pb2.ReportReply()
+
+    def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:
+        self.states[request.replica.application] = request
+        return scheduler_pb2.ReportReply()
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (`import_path: services.scheduler.deployment:build_app`)."""
+    parsed = SchedulerArgs.model_validate(args).model_dump(mode="json")
+    app: Application = SchedulerDeployment.bind(parsed)  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,155 @@
+"""Starting the mesh from a Serve config on an embedded local Ray (`slomesh up`), and `status`.
+
+The config is the same file `serve deploy` takes; each application's `import_path` names an
+application builder that receives the entry's `args`. All applications deploy together and
+`start` returns once every one of them is running.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Serve's per-request access log costs CPU on the request path of a 2-core machine
+_QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+CONFIGS = {
+    "vllm": Path("deploy/ray/local.yaml"),
+    "simulated": Path("deploy/ray/local-simulated.yaml"),
+}
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ValueError(f"--config: {path} does not exist")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or not data.get("applications"):
+        raise ValueError(f"--config: {path} has no `applications`")
+    return data
+
+
+def _builder(import_path: str) -> Any:
+    module, _, attr = import_path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _order(app: dict[str, Any]) -> int:
+    return 0 if app["name"].startswith("replica-") else (2 if app["name"] == "ingress" else 1)
+
+
+def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
+    """Start Ray, Serve and every application; returns the seconds it took."""
+    import ray
+    from ray import serve
+    from ray.serve.api import RunTarget
+
+    t0 = time.monotonic()
+    # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
+    # shares the real cores among them
+    cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    serve.start(
+        proxy_location=config.get("proxy_location", "HeadOnly"),
+        http_options=config.get("http_options", {}),
+        grpc_options=config.get("grpc_options", {}),
+        logging_config=config.get("logging_config", _QUIET),
+    )
+    apps = sorted(config["applications"], key=_order)
+    serve.run_many(  # one deploy for all applications: they start in parallel
+        [
+            RunTarget(
+                target=_builder(app["import_path"])(app.get("args") or {}),
+                name=app["name"],
+                route_prefix=app.get("route_prefix"),
+                logging_config=config.get("logging_config", _QUIET),
+            )
+            for app in apps
+        ]
+    )
+    _wait_for_routes(config, [a.get("route_prefix") for a in apps])
+    return time.monotonic() - t0
+
+
+def _wait_for_routes(
+    config: dict[str, Any], prefixes: list[str | None], timeout_s: float = 60.0
+) -> None:
+    """Serve's proxy learns routes a moment after deploys finish: wait until it knows them all."""
+    import httpx
+
+    http, _ = endpoints(config)
+    url = http.removesuffix("/v1") + "/-/routes"
+    want = {p for p in prefixes if p}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            routes = httpx.get(url, timeout=5).json()
+            if isinstance(routes, dict) and want <= set(routes):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"Serve's proxy did not publish routes {sorted(want)} in {timeout_s:.0f} s")
+
+
+def stop() -> None:
+    import ray
+    from ray import serve
+
+    serve.shutdown()  # type: ignore[no-untyped-call]
+    ray.shutdown()
+
+
+def endpoints(config: dict[str, Any]) -> tuple[str, str]:
+    http = config.get("http_options", {})
+    grpc = config.get("grpc_options", {})
+    return (
+        f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}/v1",
+        f"{http.get('host', '127.0.0.1')}:{grpc.get('port', 9000)}",
+    )
+
+
+def wait_for_interrupt() -> None:
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+
+
+def replica_status(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each replica's engine state, asked over gRPC through the proxy."""
+    import grpc
+
+    from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
+
+    _, target = endpoints(config)
+    out = []
+    with grpc.insecure_channel(target) as channel:
+        stub = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
+        for app in config["applications"]:
+            name = app["name"]
+            if not name.startswith("replica-"):
+                continue
+            try:
+                st = stub.Status(
+                    replica_pb2.StatusQuery(), metadata=[("application", name)], timeout=5
+                )
+                out.append(
+                    {
+                        "application": name,
+                        "engine": st.engine,
+                        "model": st.active_model,
+                        "waiting": st.waiting,
+                        "running": st.running,
+                        "kv_blocks": f"{st.kv_used_blocks}/{st.kv_total_blocks}",
+                    }
+                )
+            except grpc.RpcError as err:
+                out.append({"application": name, "error": err.code().name})
+    return out

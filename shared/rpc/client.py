@@ -1,0 +1,139 @@
+"""How one slomesh service calls another, with the protobuf contracts either way.
+
+Two transports, chosen in config:
+- "handle" (default): a Serve deployment handle, a direct actor call inside the cluster. It
+  skips the proxy: measured on this 2-core machine, each hop through Serve's gRPC proxy adds
+  ~20 ms to a request while the services themselves take < 1 ms (README, "Measured").
+- "grpc": real gRPC through Serve's gRPC proxy, `application` metadata picking the service,
+  the way any external client calls the mesh.
+The trace context travels as W3C headers in both: gRPC metadata, or a `trace_headers` argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import grpc
+
+from shared.rpc.slomesh.v1 import (
+    deployer_pb2_grpc,
+    predictor_pb2_grpc,
+    profiler_pb2_grpc,
+    replica_pb2_grpc,
+    scheduler_pb2_grpc,
+)
+from shared.telemetry import grpc_metadata, trace_headers
+
+Transport = Literal["handle", "grpc"]
+
+_STUBS: dict[str, Any] = {
+    "predictor": predictor_pb2_grpc.PredictorStub,
+    "profiler": profiler_pb2_grpc.ProfilerStub,
+    "scheduler": scheduler_pb2_grpc.SchedulerStub,
+    "deployer": deployer_pb2_grpc.DeployerStub,
+    "replica": replica_pb2_grpc.ReplicaStub,
+}
+
+
+class CallFailed(Exception):
+    """A call to another service failed; `code` is a gRPC status name (UNAVAILABLE, ...)."""
+
+    def __init__(self, application: str, code: str, detail: str = "") -> None:
+        super().__init__(f"{application}: {code} {detail}".strip())
+        self.application = application
+        self.code = code
+
+
+class MeshClient:
+    def __init__(
+        self,
+        target: str = "127.0.0.1:9000",
+        timeout_s: float = 10.0,
+        transport: Transport = "handle",
+    ) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self.transport = transport
+        self._channel: grpc.aio.Channel | None = None
+        self._stubs: dict[str, Any] = {}
+        self._handles: dict[str, Any] = {}
+
+    async def call(self, application: str, kind: str, method: str, message: Any) -> Any:
+        """Unary call of `method` on the service `application` (of service kind `kind`)."""
+        try:
+            if self.transport == "grpc":
+                return await getattr(self._stub(kind), method)(
+                    message,
+                    metadata=grpc_metadata([("application", application)]),
+                    timeout=self.timeout_s,
+                )
+            handle = self._handle(application)
+            return await getattr(handle, method).remote(message, trace_headers=_headers())
+        except grpc.aio.AioRpcError as err:
+            raise CallFailed(application, err.code().name, err.details() or "") from None
+        except Exception as err:
+            raise CallFailed(application, "UNAVAILABLE", type(err).__name__) from None
+
+    async def stream(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        trace_headers: dict[str, str] | None = None,
+    ) -> AsyncIterator[Any]:
+        """Server-streaming call; closing the iterator cancels the call (the callee aborts).
+
+        The generator body runs at the first iteration, so the caller passes the trace context
+        it had when it decided to call (`trace_headers`, default: the current one at that time).
+        """
+        headers = trace_headers if trace_headers is not None else _headers()
+        try:
+            if self.transport == "grpc":
+                call = getattr(self._stub(kind), method)(
+                    message, metadata=[("application", application), *headers.items()]
+                )
+                try:
+                    async for item in call:
+                        yield item
+                finally:
+                    call.cancel()
+                return
+            handle = self._handle(application).options(stream=True)
+            gen = getattr(handle, method).remote(message, trace_headers=headers)
+            try:
+                async for item in gen:
+                    yield item
+            finally:
+                gen.cancel()
+        except grpc.aio.AioRpcError as err:
+            raise CallFailed(application, err.code().name, err.details() or "") from None
+        except (GeneratorExit, CallFailed):
+            raise
+        except Exception as err:
+            raise CallFailed(application, "UNAVAILABLE", type(err).__name__) from None
+
+    def _stub(self, kind: str) -> Any:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.target)
+        if kind not in self._stubs:
+            self._stubs[kind] = _STUBS[kind](self._channel)
+        return self._stubs[kind]
+
+    def _handle(self, application: str) -> Any:
+        if application not in self._handles:
+            from ray import serve
+
+            self._handles[application] = serve.get_app_handle(application)
+        return self._handles[application]
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+            self._stubs = {}
+
+
+def _headers() -> dict[str, str]:
+    return trace_headers()
