@@ -21,7 +21,7 @@ venv: $(STAMP)
 
 # Main job: a small simulated comparison of the baseline policies, printed as a table.
 up: $(STAMP)
-	$(BIN)/slomesh up --engine simulated
+	$(BIN)/slomesh up --engine vllm
 
 # Regenerate shared/rpc/slomesh/v1 from proto/slomesh/v1 (a test checks it is current).
 proto: $(STAMP)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from ray import serve
 from ray.serve import Application
 
+from services.deployer.core.finalize import finalize
 from services.deployer.core.model import ModelDemand, Node, PlanOptions
 from services.deployer.core.planners import plan
 from services.deployer.core.serve_config import AppOptions, ServeOptions, serve_config, to_yaml
@@ -60,17 +61,22 @@ class DeployerArgs(BaseModel):
 
     plan_options: PlanOptions = PlanOptions(cpu_models=("tiny-llama",))
     """Planner name and memory model."""
+    checkpoints: dict[str, str] = {}
+    """Served model name -> checkpoint (path or hub name) vLLM loads; default: the name."""
+    max_model_len: dict[str, int] = {}
+    """Served model name -> context length the ingress enforces (default 4096)."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
 
 
 def plan_reply(
-    request: deployer_pb2.PlanRequest, options: PlanOptions, serve_options: ServeOptions
+    request: deployer_pb2.PlanRequest, args: DeployerArgs, serve_options: ServeOptions
 ) -> deployer_pb2.PlanReply:
     engine: Literal["vllm", "simulated"] = "simulated" if request.engine == "simulated" else "vllm"
     nodes = [Node(n.name, n.gpu, n.gpus) for n in request.nodes]
     demands = [ModelDemand(d.model, d.replicas) for d in request.models]
-    result = plan(nodes, demands, engine, options)
+    result = plan(nodes, demands, engine, args.plan_options)
+    config = finalize(serve_config(result, serve_options), args.checkpoints, args.max_model_len)
     return deployer_pb2.PlanReply(
         placements=[
             deployer_pb2.Placement(
@@ -82,7 +88,7 @@ def plan_reply(
             )
             for p in result.placements
         ],
-        serve_config_yaml=to_yaml(serve_config(result, serve_options)),
+        serve_config_yaml=to_yaml(config),
         unplaced=list(result.unplaced),
     )
 
@@ -99,7 +105,7 @@ class DeployerDeployment:
         self, request: deployer_pb2.PlanRequest, grpc_context: Any = None
     ) -> deployer_pb2.PlanReply:
         try:
-            return plan_reply(request, self.args.plan_options, self.serve_options)
+            return plan_reply(request, self.args, self.serve_options)
         except ValueError as err:
             if grpc_context is not None:
                 import grpc

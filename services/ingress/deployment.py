@@ -30,6 +30,7 @@ from services.ingress.core.openai_schema import (
     sse,
     validate_body,
 )
+from services.ingress.observer import ServeMetricsObserver
 from services.ingress.pipeline import Admitted, IngressArgs, Pipeline
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
@@ -98,7 +99,7 @@ class IngressDeployment:
         self.args = IngressArgs.model_validate(args)
         setup_tracing("ingress", self.args.tracing)
         self.args.api_keys.check_classes(self.args.slo)
-        self.pipeline = Pipeline(self.args)
+        self.pipeline = Pipeline(self.args, ServeMetricsObserver())
 
     @app.get("/health")
     async def health(self) -> dict[str, str]:

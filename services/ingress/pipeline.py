@@ -31,7 +31,9 @@ from services.ingress.core.auth import APIKeyConfig, authenticate
 from services.ingress.core.errors import APIError, overloaded, server_error
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
 from services.ingress.core.slo import SLOPolicy, resolve_slo
+from services.ingress.observer import NullObserver, RequestObserver
 from shared.domain import Request
+from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed, MeshClient, Transport
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
@@ -85,8 +87,9 @@ class Admitted:
 
 
 class Pipeline:
-    def __init__(self, args: IngressArgs) -> None:
+    def __init__(self, args: IngressArgs, observer: RequestObserver | None = None) -> None:
         self.args = args
+        self.observer: RequestObserver = observer or NullObserver()
         self.models = {m.name: ModelInfo(m.name, m.max_model_len) for m in args.models}
         self.client = MeshClient(args.grpc_target, transport=args.transport)
         self._tokenizers: dict[str, Any] = {}
@@ -167,6 +170,7 @@ class Pipeline:
             span.set_attribute("slomesh.admitted", reply.admitted)
             if not reply.admitted:
                 span.set_attribute("slomesh.reject_reason", reply.reason)
+                self.observer.rejected(slo.class_name, reply.reason)
                 status: Literal[429, 503] = 429 if reply.retry_after_s > 0 else 503
                 raise overloaded(reply.reason, max(reply.retry_after_s, 1.0), status=status)
             span.set_attribute("slomesh.replica", reply.replica.application)
@@ -218,6 +222,7 @@ class Pipeline:
             if first:
                 root.set_attribute("slomesh.ttft_ms", (first - req.arrival_s) * 1e3)
             root.end()
+            self.observer.finished(_record(req, replica.application, first, finish, tokens))
             self._report(req, replica, first, finish, tokens, reason)
 
     async def _predict(
@@ -278,3 +283,22 @@ class Pipeline:
         task = asyncio.get_running_loop().create_task(send())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _record(req: Request, replica: str, first: float, finish: float, tokens: int) -> RequestRecord:
+    """What happened to the request, in the simulator's record shape (same SLO rule)."""
+    return RequestRecord(
+        request_id=req.request_id,
+        model=req.model,
+        class_name=req.slo.class_name,
+        tenant=req.tenant,
+        instance=replica,
+        arrival_s=req.arrival_s,
+        input_tokens=req.input_tokens,
+        output_tokens=tokens,
+        first_token_s=first or None,
+        finish_s=finish if first else None,
+        ttft_deadline_s=req.slo.ttft_deadline_s,
+        tpot_target_s=req.slo.tpot_target_s,
+        e2e_deadline_s=req.slo.e2e_deadline_s,
+    )

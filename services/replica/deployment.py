@@ -68,7 +68,12 @@ def build_engine(args: ReplicaArgs) -> Engine:
         from services.replica.vllm.config import VLLMEngineConfig
         from services.replica.vllm.engine import VLLMEngine
 
-        settings = {"tensor_parallel_size": args.tensor_parallel, **args.vllm}
+        settings = {
+            "model": args.model,
+            "served_model_name": args.model,
+            "tensor_parallel_size": args.tensor_parallel,
+            **args.vllm,
+        }
         if str(settings.get("model", "")).startswith("~"):
             settings["model"] = str(Path(settings["model"]).expanduser())
         return VLLMEngine(VLLMEngineConfig.model_validate(settings))

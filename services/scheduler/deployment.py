@@ -69,6 +69,13 @@ class SchedulerDeployment:
         self.core = AdmissionCore(replicas, self.args.policy, self.args.max_in_flight_per_replica)
         self._tracer = tracer("scheduler")
         self.states: dict[str, common_pb2.ReplicaState] = {}
+        from ray.serve import metrics
+
+        self._in_flight = metrics.Gauge(
+            "slomesh_in_flight",
+            "requests admitted and not yet finished",
+            tag_keys=("serving_replica",),
+        )
 
     def Admit(
         self,
@@ -91,6 +98,7 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
+            self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
             return scheduler_pb2.AdmitReply(
@@ -104,7 +112,9 @@ class SchedulerDeployment:
     def Report(
         self, request: scheduler_pb2.CompletionReport, trace_headers: dict[str, str] | None = None
     ) -> scheduler_pb2.ReportReply:
-        self.core.report(request.meta.request_id)
+        owner = self.core.report(request.meta.request_id)
+        if owner is not None:
+            self._in_flight.set(len(owner.in_flight), tags={"serving_replica": owner.application})
         return scheduler_pb2.ReportReply()
 
     def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:

@@ -11,25 +11,47 @@ import pytest
 
 from shared.cli import mesh
 
+TINY = "tiny-llama"
 
-def mesh_config(trace_file: Path) -> dict[str, Any]:
-    """The simulated local config, fast (step times x0.02), small admission limits, traced."""
+
+def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
+    """The simulated local config (step times x0.02, small admission limits, traced) plus one
+    real vLLM (CPU build) replica serving the locally built tiny model."""
     config = copy.deepcopy(mesh.load_config(mesh.CONFIGS["simulated"]))
+    vllm_cfg = next(
+        a
+        for a in mesh.load_config(mesh.CONFIGS["vllm"])["applications"]
+        if a["name"] == "replica-0"
+    )
+    vllm_app = copy.deepcopy(vllm_cfg)
+    vllm_app["name"] = "replica-2"
+    vllm_app["route_prefix"] = "/replica-2"
+    vllm_app["args"]["application"] = "replica-2"
+    vllm_app["args"]["vllm"]["model"] = str(tiny_model)
+    config["applications"].append(vllm_app)
     tracing = {"exporter": "file", "file_path": str(trace_file)}
     for app in config["applications"]:
         args = app.setdefault("args", {})
         args["tracing"] = tracing
-        if app["name"].startswith("replica-"):
+        if app["name"].startswith("replica-") and args.get("engine") == "simulated":
             args["step_time_scale"] = 0.02
         if app["name"] == "scheduler":
             args["max_in_flight_per_replica"] = 4
+            args["replicas"].append({"application": "replica-2", "gpu": "cpu", "model": TINY})
+        if app["name"] == "ingress":
+            args["models"].append(
+                {"name": TINY, "max_model_len": 2048, "tokenizer": str(tiny_model)}
+            )
     return config
 
 
 @pytest.fixture(scope="session")
 def live_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from services.replica.vllm.tiny_model import build_tiny_model
+
     trace_file = tmp_path_factory.mktemp("traces") / "spans.jsonl"
-    config = mesh_config(trace_file)
+    tiny = build_tiny_model(tmp_path_factory.mktemp("models") / TINY)
+    config = mesh_config(trace_file, tiny)
     mesh.start(config, num_cpus=8)
     http, grpc_target = mesh.endpoints(config)
     try:

@@ -36,12 +36,32 @@ def test_mesh_streaming_chat_with_openai_client(live_mesh: dict[str, Any]) -> No
     assert len(text.split()) == 6
 
 
+def test_mesh_streaming_chat_on_real_vllm_cpu(live_mesh: dict[str, Any]) -> None:
+    """The same OpenAI call served by real vLLM (CPU build) with the locally built tiny model."""
+    client = openai.OpenAI(base_url=live_mesh["http"], api_key="EMPTY")
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny-llama",
+            messages=[{"role": "user", "content": "hello there"}],
+            max_tokens=12,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 12  # the tiny model never emits EOS greedily
+    assert chunks[-1].usage.prompt_tokens > 3  # counted by the model's own tokenizer + template
+    assert text.strip()
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+
+
 def test_mesh_non_streaming_completion_and_models(live_mesh: dict[str, Any]) -> None:
     client = openai.OpenAI(base_url=live_mesh["http"], api_key="EMPTY")
     out = client.completions.create(model=MODEL, prompt="one two three", max_tokens=3)
     assert out.usage is not None and out.usage.completion_tokens == 3
     assert out.choices[0].finish_reason == "length"
-    assert [m.id for m in client.models.list()] == [MODEL]
+    assert [m.id for m in client.models.list()] == [MODEL, "tiny-llama"]
 
 
 def test_mesh_raw_grpc_generate(live_mesh: dict[str, Any]) -> None:

@@ -1,0 +1,94 @@
+"""Typed configuration of one vLLM engine (maps onto vLLM 0.32's AsyncEngineArgs).
+
+Cheap to import: it does not import vLLM. `engine_args_kwargs` gives the AsyncEngineArgs keyword
+arguments; `VLLMEngine` adds the scheduler hook and sets the multiprocessing env var.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from services.replica.policies import QUEUE_POLICIES
+from services.replica.vllm.slo_metadata import hook_engine_kwargs
+
+
+class VLLMEngineConfig(BaseModel):
+    """Knobs of one vLLM engine. The defaults suit a small model on CPU; GPUs raise the sizes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    """A local checkpoint directory or a Hugging Face model name (real checkpoints load through
+    the same code on GPU machines; this project's CPU tests use `build_tiny_model`)."""
+    served_model_name: str | None = None
+    """The name reported as the active model (and by an OpenAI front end); None: `model`."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Weight and activation dtype; "auto" takes the checkpoint's (vLLM's CPU build prefers
+    bfloat16/float32)."""
+    max_model_len: int | None = Field(None, ge=1)
+    """Most tokens (prompt + output) of one sequence; None: the model's maximum."""
+    max_num_seqs: int = Field(16, ge=1)
+    """Most sequences running at once (vLLM's batch size limit)."""
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    """Per-step token budget shared by decodes and (chunked) prefills; None: vLLM's default."""
+    enforce_eager: bool = True
+    """Run the model eagerly (no torch.compile / CUDA graphs): much faster start-up."""
+    kv_cache_memory_bytes: int | None = Field(None, ge=1)
+    """KV-cache size in bytes; None: vLLM's default (a fraction of device memory)."""
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    """Fraction of GPU memory vLLM may use (ignored when kv_cache_memory_bytes is set)."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """Tensor-parallel ranks (GPUs) per engine."""
+    pipeline_parallel_size: int = Field(1, ge=1)
+    """Pipeline-parallel stages per engine."""
+    queue_policy: str = "fcfs"
+    """Waiting-queue order, a name from the queue-policy registry. "fcfs" is vLLM's own default
+    scheduler; any other name installs `SLOMeshScheduler` through vLLM's scheduler_cls hook."""
+    multiprocessing: bool = False
+    """VLLM_ENABLE_V1_MULTIPROCESSING: False runs the model in the engine-core process itself
+    (CPU-friendly, starts in seconds); True adds vLLM's separate worker processes."""
+    enable_prefix_caching: bool = True
+    """Reuse KV blocks of shared prefixes (makes the re-prefill after evict/resume cheap)."""
+    temperature: float = Field(0.0, ge=0.0)
+    """Sampling temperature of every request (0: greedy, deterministic)."""
+    seed: int = 0
+    """vLLM's random seed (sampling with temperature > 0)."""
+
+    @field_validator("queue_policy")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        QUEUE_POLICIES.check(name)
+        return name
+
+    @property
+    def active_model(self) -> str:
+        """The model name this engine reports."""
+        return self.served_model_name or self.model
+
+    @property
+    def uses_scheduler_hook(self) -> bool:
+        """Whether the waiting queue is ordered by a slomesh policy instead of vLLM's FCFS."""
+        return self.queue_policy != "fcfs"
+
+    def engine_args_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for vLLM's AsyncEngineArgs (the scheduler hook included)."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "enforce_eager": self.enforce_eager,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "seed": self.seed,
+        }
+        if self.uses_scheduler_hook:
+            kwargs.update(hook_engine_kwargs(self.queue_policy))
+        return {k: v for k, v in kwargs.items() if v is not None}

@@ -1,0 +1,230 @@
+"""VLLMEngine on the real vLLM CPU engine and the tiny random-weight model.
+
+One engine serves the whole module (vLLM takes ~20 s to start on 2 cores). It runs with the
+slomesh scheduler hook (queue policy "edf") and max_num_seqs=2, so the same engine also shows
+the hook reordering vLLM's waiting queue. The tiny model never emits EOS under greedy decoding,
+so every request that is not stopped runs to max_tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.replica.engine import EngineRequest, TokenChunk
+from shared.domain import Request
+
+pytest.importorskip("vllm")
+
+PROMPT = "Hello world, the model serves a request"
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
+    from services.replica.vllm.config import VLLMEngineConfig
+    from services.replica.vllm.engine import VLLMEngine
+
+    config = VLLMEngineConfig(
+        model=str(tiny_model_dir),
+        served_model_name="tiny",
+        max_model_len=512,
+        max_num_seqs=2,
+        kv_cache_memory_bytes=32 << 20,
+        queue_policy="edf",
+    )
+
+    async def start() -> VLLMEngine:
+        return VLLMEngine(config)
+
+    eng = arun(start(), timeout_s=240)
+    yield eng
+    arun(eng.shutdown())
+
+
+@pytest.fixture
+def req(engine: Any, make_request: Callable[..., Request]) -> Callable[..., EngineRequest]:
+    """An EngineRequest arriving now on the engine's clock."""
+
+    def make(rid: str, max_tokens: int, **kw: Any) -> EngineRequest:
+        prompt = kw.pop("prompt", PROMPT)
+        return EngineRequest(
+            make_request(rid, max_tokens, arrival_s=engine.clock.now(), **kw), prompt
+        )
+
+    return make
+
+
+async def collect(engine: Any, request: EngineRequest) -> list[TokenChunk]:
+    return [c async for c in engine.generate(request)]
+
+
+def check_stream(chunks: list[TokenChunk], max_tokens: int, reason: str = "length") -> None:
+    counts = [c.num_output_tokens for c in chunks]
+    assert counts == sorted(counts) and counts[-1] == sum(len(c.token_ids) for c in chunks)
+    assert all(c.token_ids for c in chunks[:-1])  # every non-final chunk brings tokens
+    assert [c.finished for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    assert chunks[-1].finish_reason == reason
+    assert chunks[-1].num_output_tokens <= max_tokens
+
+
+def test_streaming_generate_counts_up_to_max_tokens(engine: Any, arun: Any, req: Any) -> None:
+    chunks = arun(collect(engine, req("stream", 12)))
+    check_stream(chunks, 12)
+    assert chunks[-1].num_output_tokens == 12  # no EOS from the tiny model: "length"
+    assert "".join(c.text for c in chunks).strip()
+    assert [c.time_s for c in chunks] == sorted(c.time_s for c in chunks)
+    status = engine.status()
+    assert (status.waiting, status.running, status.evicted) == (0, 0, 0)
+    assert status.active_model == "tiny" and status.kv_total_blocks > 0
+    assert engine.num_unfinished_vllm_requests() == 0
+
+
+def test_max_tokens_respected(engine: Any, arun: Any, req: Any) -> None:
+    chunks = arun(collect(engine, req("short", 3)))
+    check_stream(chunks, 3)
+    assert chunks[-1].num_output_tokens == 3
+
+
+def test_token_ids_prompt_and_duplicate_id(engine: Any, arun: Any, req: Any) -> None:
+    ids = engine.llm.get_tokenizer().encode(PROMPT)
+    request = EngineRequest(req("ids", 4).request, prompt_token_ids=ids)
+    by_ids = arun(collect(engine, request))
+    by_text = arun(collect(engine, req("text", 4)))
+    assert [t for c in by_ids for t in c.token_ids] == [t for c in by_text for t in c.token_ids]
+
+    async def duplicate() -> None:
+        first = engine.generate(req("dup", 50))
+        await first.__anext__()
+        try:
+            with pytest.raises(ValueError, match="already"):
+                await engine.generate(req("dup", 5)).__anext__()
+        finally:
+            await first.aclose()
+
+    arun(duplicate())
+
+
+def test_closing_stream_early_frees_the_request(engine: Any, arun: Any, req: Any) -> None:
+    async def scenario() -> tuple[int, list[int]]:
+        stream = engine.generate(req("early", 400))
+        got = [await stream.__anext__() for _ in range(3)]
+        await stream.aclose()
+        assert 3 <= got[-1].num_output_tokens < 400  # a chunk may carry several tokens
+        left = engine.num_unfinished_vllm_requests()
+        running_seen = []
+        async for chunk in engine.generate(req("after-early", 6)):
+            if engine.stats.latest is not None and not chunk.finished:
+                running_seen.append(engine.stats.latest.running)
+        return left, running_seen
+
+    left, running_seen = arun(scenario())
+    assert left == 0
+    assert running_seen and max(running_seen) == 1  # vLLM's scheduler no longer runs "early"
+    assert engine.status().running == 0
+
+
+def test_abort_sends_final_abort_chunk(engine: Any, arun: Any, req: Any) -> None:
+    async def scenario() -> list[TokenChunk]:
+        chunks: list[TokenChunk] = []
+        stream = engine.generate(req("abort-me", 400))
+        async for chunk in stream:
+            chunks.append(chunk)
+            if len(chunks) == 2:
+                await engine.abort("abort-me")
+        return chunks
+
+    chunks = arun(scenario())
+    last = chunks[-1]
+    assert last.finished and last.finish_reason == "abort" and last.token_ids == []
+    assert 2 <= last.num_output_tokens < 400
+    assert engine.num_unfinished_vllm_requests() == 0
+    arun(engine.abort("abort-me"))  # unknown by now: a no-op
+
+
+def test_two_concurrent_requests_complete(engine: Any, arun: Any, req: Any) -> None:
+    async def both() -> list[list[TokenChunk]]:
+        return list(
+            await asyncio.gather(collect(engine, req("c1", 10)), collect(engine, req("c2", 7)))
+        )
+
+    first, second = arun(both())
+    check_stream(first, 10)
+    check_stream(second, 7)
+    assert (first[-1].num_output_tokens, second[-1].num_output_tokens) == (10, 7)
+
+
+def test_evict_then_resume_completes_the_request(engine: Any, arun: Any, req: Any) -> None:
+    reference = arun(collect(engine, req("ref", 24)))
+
+    async def scenario() -> tuple[list[TokenChunk], list[str], list[str], int, int]:
+        chunks: list[TokenChunk] = []
+        evicted_at = asyncio.Event()
+
+        async def consume() -> None:
+            async for chunk in engine.generate(req("evictee", 24)):
+                chunks.append(chunk)
+                if len(chunks) == 5:
+                    evicted_at.set()
+
+        task = asyncio.create_task(consume())
+        await evicted_at.wait()
+        evicted = await engine.evict(["evictee", "nobody"])
+        during = engine.status().evicted
+        n_before = len(chunks)
+        await asyncio.sleep(0.3)  # nothing streams while evicted
+        assert len(chunks) == n_before
+        resumed = await engine.resume(["evictee", "nobody"])
+        await task
+        return chunks, evicted, resumed, during, n_before
+
+    chunks, evicted, resumed, during, n_before = arun(scenario())
+    assert evicted == ["evictee"] and resumed == ["evictee"] and during == 1
+    check_stream(chunks, 24)
+    assert chunks[-1].num_output_tokens == 24 and n_before < 24
+    # greedy decoding resumed from prompt + generated token ids continues the same sequence
+    tokens = [t for c in chunks for t in c.token_ids]
+    assert tokens == [t for c in reference for t in c.token_ids]
+    assert engine.status().evicted == 0
+
+
+def test_edf_hook_admits_the_earlier_deadline_first(engine: Any, arun: Any, req: Any) -> None:
+    """Both slots busy; B (loose deadline) arrives before C (tight deadline): EDF serves C first."""
+
+    async def scenario() -> tuple[dict[str, float], int]:
+        first_token: dict[str, float] = {}
+
+        async def consume(request: EngineRequest) -> None:
+            async for chunk in engine.generate(request):
+                if chunk.token_ids:
+                    first_token.setdefault(request.request.request_id, engine.clock.now())
+
+        short = asyncio.create_task(consume(req("blocker-short", 25, ttft_deadline_s=1.0)))
+        long = asyncio.create_task(consume(req("blocker-long", 400, ttft_deadline_s=1.0)))
+        while len(first_token) < 2:  # both slots (max_num_seqs=2) are taken
+            await asyncio.sleep(0.005)
+        late = asyncio.create_task(consume(req("B-loose", 5, ttft_deadline_s=100.0)))
+        await asyncio.sleep(0.05)
+        early = asyncio.create_task(consume(req("C-tight", 5, ttft_deadline_s=2.0)))
+        await asyncio.wait_for(early, 30)  # admitted when blocker-short ends
+        b_started_before_c_done = int("B-loose" in first_token)
+        await engine.abort("blocker-long")  # frees the other slot for B
+        await asyncio.gather(short, long, late)
+        return first_token, b_started_before_c_done
+
+    first_token, b_early = arun(scenario())
+    assert first_token["C-tight"] < first_token["B-loose"]
+    assert b_early == 0  # under FCFS, B would have taken the slot blocker-short freed
+
+
+def test_invalid_request_raises_in_the_consumer(engine: Any, arun: Any, req: Any) -> None:
+    too_long = EngineRequest(req("too-long", 4).request, prompt_token_ids=[100] * 600)
+    from services.replica.vllm.engine import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError, match="maximum context length is 512"):
+        arun(collect(engine, too_long))
+    assert engine.status().running == 0 and engine.num_unfinished_vllm_requests() == 0
+    check_stream(arun(collect(engine, req("too-long", 3))), 3)  # the id is free again
