@@ -47,7 +47,7 @@ class AsyncSimEngine:
         finished = False
         try:
             while not finished:
-                chunk = await queue.get()
+                chunk = _coalesce(await queue.get(), queue)
                 finished = chunk.finished
                 yield chunk
         finally:
@@ -110,3 +110,20 @@ class AsyncSimEngine:
         if queue is not None:
             fr = reason if finished else None
             queue.put_nowait(TokenChunk(rid, tokens, "", n, self.clock.now(), finished, fr))
+
+
+def _coalesce(chunk: TokenChunk, queue: asyncio.Queue[TokenChunk]) -> TokenChunk:
+    """Merge chunks already waiting behind `chunk` (a consumer that lags gets one delta with all
+    new tokens, as vLLM's DELTA output kind does), so slow consumers cost fewer messages."""
+    while not chunk.finished and not queue.empty():
+        nxt = queue.get_nowait()
+        chunk = TokenChunk(
+            chunk.request_id,
+            chunk.token_ids + nxt.token_ids,
+            chunk.text + nxt.text,
+            nxt.num_output_tokens,
+            nxt.time_s,
+            nxt.finished,
+            nxt.finish_reason,
+        )
+    return chunk

@@ -31,14 +31,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--rates", default="25,50,100,150,200", help="open-loop rates, requests/s")
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each rate step")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--transport",
+        choices=["handle", "grpc"],
+        default="handle",
+        help="how the ingress calls the other services",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/bench-mesh.json"))
     p.set_defaults(func=run)
 
 
-def _zero_time_config() -> dict[str, Any]:
+def _zero_time_config(transport: str) -> dict[str, Any]:
     config = mesh.load_config(mesh.CONFIGS["simulated"])
     for app in config["applications"]:
         args = app.setdefault("args", {})
+        if app["name"] == "ingress":
+            args["transport"] = transport
+            args["tracing"] = {"exporter": "none"}
         if app["name"].startswith("replica-"):
             args["step_time_scale"] = 0.0
             args["tracing"] = {"exporter": "none"}
@@ -196,11 +205,12 @@ async def _probe(args: argparse.Namespace, http: str, grpc_target: str) -> dict[
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _zero_time_config()
+    config = _zero_time_config(args.transport)
     started = mesh.start(config)
     try:
         http, grpc_target = mesh.endpoints(config)
         result = asyncio.run(_probe(args, http, grpc_target))
+        result["transport"] = args.transport
         result["startup_s"] = started
         result["ray_rss_mb"] = _ray_rss_mb()
     finally:

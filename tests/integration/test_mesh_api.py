@@ -69,7 +69,8 @@ def test_mesh_raw_grpc_generate(live_mesh: dict[str, Any]) -> None:
         stub = ingress_pb2_grpc.IngressStub(channel)
         req = ingress_pb2.GenerateRequest(model=MODEL, prompt="hi there", max_tokens=4)
         out = list(stub.Generate(req, metadata=[("application", "ingress")], timeout=30))
-        assert [c.output_tokens for c in out] == [1, 2, 3, 4]
+        counts = [c.output_tokens for c in out]  # deltas may merge when a reader lags
+        assert counts == sorted(set(counts)) and counts[-1] == 4
         assert out[-1].finished and out[-1].finish_reason == "length"
         with pytest.raises(grpc.RpcError) as err:
             bad = ingress_pb2.GenerateRequest(model="nope", prompt="x")

@@ -176,3 +176,25 @@ def test_replica_async_evict_and_resume(h):
     chunks = head + tail
     # chunks queued before the eviction are still delivered; the count never skips or repeats
     check_stream(chunks, "a", 10, "length")
+
+
+def test_replica_async_lagging_consumer_gets_coalesced_deltas(h):
+    """A consumer that falls behind receives merged deltas; every token is still delivered."""
+    engine, _ = make_engine(h)
+
+    async def go():
+        gen = engine.generate(EngineRequest(h.request("lag", 10, 12)))
+        first = await gen.__anext__()
+        for _ in range(50):  # let the engine run ahead while nobody reads
+            await asyncio.sleep(0)
+        rest = [c async for c in gen]
+        return first, rest
+
+    first, rest = run(go())
+    assert first.num_output_tokens == 1
+    assert len(rest) < 11  # fewer messages than tokens: some deltas were merged
+    assert rest[-1].finished and rest[-1].num_output_tokens == 12
+    delivered = len(first.token_ids) + sum(len(c.token_ids) for c in rest)
+    assert delivered == 12
+    counts = [c.num_output_tokens for c in rest]
+    assert counts == sorted(counts)
