@@ -222,7 +222,11 @@ class Pipeline:
             if first:
                 root.set_attribute("slomesh.ttft_ms", (first - req.arrival_s) * 1e3)
             root.end()
-            self.observer.finished(_record(req, replica.application, first, finish, tokens))
+            self.observer.finished(
+                RequestRecord.from_request(
+                    req, replica.application, first or None, finish if first else None, tokens
+                )
+            )
             self._report(req, replica, first, finish, tokens, reason)
 
     async def _predict(
@@ -283,22 +287,3 @@ class Pipeline:
         task = asyncio.get_running_loop().create_task(send())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def _record(req: Request, replica: str, first: float, finish: float, tokens: int) -> RequestRecord:
-    """What happened to the request, in the simulator's record shape (same SLO rule)."""
-    return RequestRecord(
-        request_id=req.request_id,
-        model=req.model,
-        class_name=req.slo.class_name,
-        tenant=req.tenant,
-        instance=replica,
-        arrival_s=req.arrival_s,
-        input_tokens=req.input_tokens,
-        output_tokens=tokens,
-        first_token_s=first or None,
-        finish_s=finish if first else None,
-        ttft_deadline_s=req.slo.ttft_deadline_s,
-        tpot_target_s=req.slo.tpot_target_s,
-        e2e_deadline_s=req.slo.e2e_deadline_s,
-    )

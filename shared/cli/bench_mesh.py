@@ -28,8 +28,8 @@ _PROMPT = "measure the mesh"
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench-mesh", help="mesh overhead, control-plane capacity, memory")
     p.add_argument("--requests", type=int, default=200, help="sequential requests per probe")
-    p.add_argument("--rates", default="25,50,100,150,200", help="open-loop rates, requests/s")
-    p.add_argument("--seconds", type=float, default=10.0, help="duration of each rate step")
+    p.add_argument("--rates", default="5,10,15", help='open-loop rates, requests/s ("": none)')
+    p.add_argument("--seconds", type=float, default=8.0, help="duration of each rate step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--transport",
@@ -38,11 +38,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="how the ingress calls the other services",
     )
     p.add_argument("--out", type=Path, default=Path("runs/bench-mesh.json"))
+    p.add_argument(
+        "--engine",
+        choices=["simulated", "vllm"],
+        default="simulated",
+        help="simulated at zero step time, or vLLM CPU with the tiny local model",
+    )
     p.set_defaults(func=run)
 
 
-def _zero_time_config(transport: str) -> dict[str, Any]:
-    config = mesh.load_config(mesh.CONFIGS["simulated"])
+def _zero_time_config(transport: str, engine: str = "simulated") -> dict[str, Any]:
+    config = mesh.load_config(mesh.CONFIGS[engine])
     for app in config["applications"]:
         args = app.setdefault("args", {})
         if app["name"] == "ingress":
@@ -88,8 +94,38 @@ async def _direct_engine_ttft(n: int) -> list[float]:
     return out
 
 
-async def _http_ttft(client: Any, url: str) -> float:
-    body = {"model": "llama-3.1-8b", "prompt": _PROMPT, "max_tokens": 8, "stream": True}
+_MODEL = {"simulated": "llama-3.1-8b", "vllm": "tiny-llama"}
+
+
+async def _direct_vllm_ttft(n: int, config: dict[str, Any]) -> list[float]:
+    """TTFT of the replica's own vLLM engine (same settings) called in-process."""
+    from pathlib import Path
+
+    from services.replica.engine import EngineRequest
+    from services.replica.vllm.config import VLLMEngineConfig
+    from services.replica.vllm.engine import VLLMEngine
+    from shared.domain import SLO, Request
+
+    app = next(a for a in config["applications"] if a["name"] == "replica-0")
+    settings = dict(app["args"]["vllm"])
+    settings["model"] = str(Path(settings["model"]).expanduser())
+    eng = VLLMEngine(VLLMEngineConfig.model_validate(settings))
+    out = []
+    try:
+        for i in range(n + 5):
+            req = Request(f"d{i}", "tiny-llama", 8, 8, time.time(), SLO(20.0))
+            t = time.perf_counter()
+            async for _ in eng.generate(EngineRequest(req, prompt=_PROMPT)):
+                if i >= 5:  # the first few warm the engine up
+                    out.append(time.perf_counter() - t)
+                break
+    finally:
+        await eng.shutdown()
+    return out
+
+
+async def _http_ttft(client: Any, url: str, model: str) -> float:
+    body = {"model": model, "prompt": _PROMPT, "max_tokens": 8, "stream": True}
     t = time.perf_counter()
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code != 200:
@@ -103,7 +139,7 @@ async def _http_ttft(client: Any, url: str) -> float:
     return ttft
 
 
-async def _grpc_hop_ttft(n: int, target: str) -> list[float]:
+async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
     import grpc
 
     from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
@@ -133,7 +169,7 @@ async def _grpc_hop_ttft(n: int, target: str) -> list[float]:
 
 
 async def _capacity(
-    url: str, rates: list[float], seconds: float, seed: int
+    url: str, rates: list[float], seconds: float, seed: int, model: str
 ) -> list[dict[str, Any]]:
     import httpx
 
@@ -148,7 +184,7 @@ async def _capacity(
 
             async def one(out: list[float] = lat, errs: list[int] = err_box) -> None:
                 try:
-                    out.append(await _http_ttft(client, url))
+                    out.append(await _http_ttft(client, url, model))
                 except Exception:
                     errs[0] += 1
 
@@ -181,17 +217,20 @@ def _ray_rss_mb() -> float:
     return total / 2**20
 
 
-async def _probe(args: argparse.Namespace, http: str, grpc_target: str) -> dict[str, Any]:
+async def _probe(
+    args: argparse.Namespace, http: str, grpc_target: str, direct: list[float]
+) -> dict[str, Any]:
     import httpx
 
-    direct = await _direct_engine_ttft(args.requests)
+    model = _MODEL[args.engine]
+    url = f"{http}/completions"
     async with httpx.AsyncClient(timeout=30.0) as client:
         for _ in range(10):  # warm-up: connections, lazily created stubs
-            await _http_ttft(client, f"{http}/completions")
-        mesh_ttft = [await _http_ttft(client, f"{http}/completions") for _ in range(args.requests)]
-    hop = await _grpc_hop_ttft(args.requests, grpc_target)
-    rates = [float(r) for r in args.rates.split(",")]
-    capacity = await _capacity(f"{http}/completions", rates, args.seconds, args.seed)
+            await _http_ttft(client, url, model)
+        mesh_ttft = [await _http_ttft(client, url, model) for _ in range(args.requests)]
+    hop = await _grpc_hop_ttft(args.requests, grpc_target, model)
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    capacity = await _capacity(url, rates, args.seconds, args.seed, model)
     ok = [s["rate_rps"] for s in capacity if s["p99_ms"] <= 50.0 and s["errors"] == 0]
     d, m = _pcts(direct), _pcts(mesh_ttft)
     return {
@@ -205,12 +244,20 @@ async def _probe(args: argparse.Namespace, http: str, grpc_target: str) -> dict[
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _zero_time_config(args.transport)
+    config = _zero_time_config(args.transport, args.engine)
+    if args.engine == "vllm":
+        from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+
+        build_tiny_model(default_tiny_model_dir())
+        direct = asyncio.run(_direct_vllm_ttft(args.requests, config))
+    else:
+        direct = asyncio.run(_direct_engine_ttft(args.requests))
     started = mesh.start(config)
     try:
         http, grpc_target = mesh.endpoints(config)
-        result = asyncio.run(_probe(args, http, grpc_target))
+        result = asyncio.run(_probe(args, http, grpc_target, direct))
         result["transport"] = args.transport
+        result["engine"] = args.engine
         result["startup_s"] = started
         result["ray_rss_mb"] = _ray_rss_mb()
     finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.domain import Request
+
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
@@ -29,6 +31,37 @@ class RequestRecord:
     rejected: bool = False
     reject_reason: str = ""
     preemptions: int = 0
+
+    @classmethod
+    def from_request(
+        cls,
+        r: Request,
+        instance: str | None,
+        first_token_s: float | None,
+        finish_s: float | None,
+        output_tokens: int,
+        preemptions: int = 0,
+        reject_reason: str | None = None,
+    ) -> RequestRecord:
+        """The record of `r` (the simulator and the live ingress both build it this way)."""
+        return cls(
+            request_id=r.request_id,
+            model=r.model,
+            class_name=r.slo.class_name,
+            tenant=r.tenant,
+            instance=instance,
+            arrival_s=r.arrival_s,
+            input_tokens=r.input_tokens,
+            output_tokens=output_tokens,
+            first_token_s=first_token_s,
+            finish_s=finish_s,
+            ttft_deadline_s=r.slo.ttft_deadline_s,
+            tpot_target_s=r.slo.tpot_target_s,
+            e2e_deadline_s=r.slo.e2e_deadline_s,
+            rejected=reject_reason is not None,
+            reject_reason=reject_reason or "",
+            preemptions=preemptions,
+        )
 
     @property
     def finished(self) -> bool:

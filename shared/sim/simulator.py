@@ -75,13 +75,18 @@ class Simulator:
         self._placement[request_id] = instance
 
     def reject(self, request: Request, reason: str, now_s: float) -> None:
-        self._add_record(_record(request, None, None, None, 0, 0, rejected=True, reason=reason))
+        self._add_record(RequestRecord.from_request(request, None, None, None, 0, 0, reason))
 
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         self._add_record(
-            _record(
-                r, instance, seq.first_token_s, seq.finish_s, seq.num_output_tokens, seq.preemptions
+            RequestRecord.from_request(
+                r,
+                instance,
+                seq.first_token_s,
+                seq.finish_s,
+                seq.num_output_tokens,
+                seq.preemptions,
             )
         )
 
@@ -142,33 +147,3 @@ def _profiles(spec: InstanceSpec) -> dict[str, HardwareProfile]:
     if tp is None:  # one TP degree for the whole instance: what its largest model needs
         tp = max(default_profile(spec.gpu, m).tensor_parallel for m in spec.models)
     return {m: default_profile(spec.gpu, m, tp) for m in spec.models}
-
-
-def _record(
-    r: Request,
-    instance: str | None,
-    first: float | None,
-    finish: float | None,
-    out_tokens: int,
-    preemptions: int,
-    rejected: bool = False,
-    reason: str = "",
-) -> RequestRecord:
-    return RequestRecord(
-        request_id=r.request_id,
-        model=r.model,
-        class_name=r.slo.class_name,
-        tenant=r.tenant,
-        instance=instance,
-        arrival_s=r.arrival_s,
-        input_tokens=r.input_tokens,
-        output_tokens=out_tokens,
-        first_token_s=first,
-        finish_s=finish,
-        ttft_deadline_s=r.slo.ttft_deadline_s,
-        tpot_target_s=r.slo.tpot_target_s,
-        e2e_deadline_s=r.slo.e2e_deadline_s,
-        rejected=rejected,
-        reject_reason=reason,
-        preemptions=preemptions,
-    )
