@@ -107,9 +107,17 @@ class ReplicaDeployment:
             span.set_attribute("slomesh.engine", self.args.engine)
             span.set_attribute("slomesh.request_id", meta.request_id)
             n = 0
+            t0 = time.monotonic()
+            first = t0
             async for chunk in self.engine.generate(EngineRequest(req, prompt=request.prompt)):
                 if n == 0 and chunk.num_output_tokens > 0:
+                    first = time.monotonic()
                     span.add_event("first_token")
+                    # queue wait + prefill: the engine interface reports no finer split
+                    span.set_attribute("slomesh.queue_and_prefill_ms", (first - t0) * 1e3)
+                if chunk.finished:
+                    span.set_attribute("slomesh.decode_ms", (time.monotonic() - first) * 1e3)
+                    span.set_attribute("slomesh.finish_reason", chunk.finish_reason or "")
                 n = chunk.num_output_tokens
                 text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
                 yield replica_pb2.ReplicaChunk(
