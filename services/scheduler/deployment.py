@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -10,11 +12,12 @@ from ray import serve
 from ray.serve import Application
 
 from services.scheduler.core.admission import AdmissionCore
-from services.scheduler.core.live_view import LiveReplica
+from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from shared.domain import HardwareProfile
 from shared.profiles.defaults import default_profile
+from shared.rpc.client import CallFailed, MeshClient, Transport
 from shared.rpc.convert import request_from_meta
-from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
 
@@ -44,6 +47,8 @@ class SchedulerArgs(BaseModel):
     """Serving stack (a name from services.scheduler.stacks.STACKS)."""
     replicas: list[ReplicaEntry] = Field(min_length=1)
     """The replicas to place on."""
+    transport: Transport = "handle"
+    """How the scheduler calls replicas (Evict / Resume): Serve handles or the gRPC proxy."""
     max_in_flight_per_replica: int = Field(256, ge=1)
     """Admission limit per replica; beyond it requests are rejected with Retry-After."""
     tracing: TracingConfig = TracingConfig()
@@ -69,6 +74,8 @@ class SchedulerDeployment:
         self.core = AdmissionCore(replicas, self.args.policy, self.args.max_in_flight_per_replica)
         self._tracer = tracer("scheduler")
         self.states: dict[str, common_pb2.ReplicaState] = {}
+        self.client = MeshClient(transport=self.args.transport)
+        self._tasks: set[asyncio.Task[None]] = set()
         from ray.serve import metrics
 
         self._in_flight = metrics.Gauge(
@@ -77,7 +84,7 @@ class SchedulerDeployment:
             tag_keys=("serving_replica",),
         )
 
-    def Admit(
+    async def Admit(
         self,
         request: scheduler_pb2.AdmitRequest,
         grpc_context: Any = None,
@@ -98,6 +105,7 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
+            self._dispatch()
             self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
@@ -109,13 +117,28 @@ class SchedulerDeployment:
                 policy=decision.policy,
             )
 
-    def Report(
+    async def Report(
         self, request: scheduler_pb2.CompletionReport, trace_headers: dict[str, str] | None = None
     ) -> scheduler_pb2.ReportReply:
         owner = self.core.report(request.meta.request_id)
+        self._dispatch()
         if owner is not None:
             self._in_flight.set(len(owner.in_flight), tags={"serving_replica": owner.application})
         return scheduler_pb2.ReportReply()
+
+    def _dispatch(self) -> None:
+        """Carry out the policy's evict/resume decisions on the replicas, off the request path."""
+        for action in self.core.take_actions():
+            task = asyncio.get_running_loop().create_task(self._execute(action))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, action: ReplicaAction) -> None:
+        method = "Evict" if action.kind == "evict" else "Resume"
+        message = replica_pb2.RequestIds(request_ids=list(action.request_ids))
+        # a replica that is gone fails its requests at the ingress, which reports them
+        with contextlib.suppress(CallFailed):
+            await self.client.call(action.application, "replica", method, message)
 
     def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:
         self.states[request.replica.application] = request

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.scheduler.core.live_view import LiveReplica
+from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.stacks import STACKS
 from shared.domain import Request
 
@@ -73,7 +73,12 @@ class AdmissionCore:
         owner = self._owner.pop(request_id, None)
         if owner is not None:
             owner.in_flight.pop(request_id, None)
+            owner.evicted.pop(request_id, None)
         return owner
+
+    def take_actions(self) -> list[ReplicaAction]:
+        """Evict/resume decisions of the policy for the shell to send to replicas."""
+        return [a for r in self.replicas.values() for a in r.take_actions()]
 
     def _reject(self, reason: str, retry_after_s: float) -> AdmitDecision:
         self.rejected += 1

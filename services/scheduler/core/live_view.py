@@ -7,10 +7,20 @@ that run in the simulator place live requests. No prompt text, no network: the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from services.replica.core.engine_core import EngineStatus
 from services.scheduler.cluster_view import WorkItem
 from shared.domain import HardwareProfile, Request
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAction:
+    """A decision the scheduler's shell must carry out on a replica (Evict / Resume RPC)."""
+
+    application: str
+    kind: Literal["evict", "resume"]
+    request_ids: tuple[str, ...]
 
 
 @dataclass
@@ -21,6 +31,8 @@ class LiveReplica:
     profile_: HardwareProfile | None
     token_budget: int = 8192
     in_flight: dict[str, Request] = field(default_factory=dict)
+    evicted: dict[str, Request] = field(default_factory=dict)
+    pending: list[ReplicaAction] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -46,7 +58,7 @@ class LiveReplica:
             active_model=self.model,
             waiting=0,
             running=len(self.in_flight),
-            evicted=0,
+            evicted=len(self.evicted),
             kv_used_blocks=0,
             kv_total_blocks=0,
             outstanding_output_tokens=sum(r.max_tokens for r in self.in_flight.values()),
@@ -63,7 +75,24 @@ class LiveReplica:
         self.in_flight[request.request_id] = request
 
     def evict(self, request_ids: list[str], now_s: float) -> list[str]:
-        return []  # eviction from the live scheduler arrives with QLM (issue 4)
+        """Take in-flight requests out of service: recorded here, executed by the shell."""
+        ids = [r for r in dict.fromkeys(request_ids) if r in self.in_flight]
+        for rid in ids:
+            self.evicted[rid] = self.in_flight.pop(rid)
+        if ids:
+            self.pending.append(ReplicaAction(self.application, "evict", tuple(ids)))
+        return ids
 
     def resume(self, request_ids: list[str], now_s: float) -> list[str]:
-        return []
+        """Put evicted requests back in service (same split: record here, execute in the shell)."""
+        ids = [r for r in dict.fromkeys(request_ids) if r in self.evicted]
+        for rid in ids:
+            self.in_flight[rid] = self.evicted.pop(rid)
+        if ids:
+            self.pending.append(ReplicaAction(self.application, "resume", tuple(ids)))
+        return ids
+
+    def take_actions(self) -> list[ReplicaAction]:
+        """The decisions not yet carried out, oldest first; the caller now owns them."""
+        actions, self.pending = self.pending, []
+        return actions

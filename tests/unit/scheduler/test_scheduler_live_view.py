@@ -1,0 +1,60 @@
+"""The live scheduler core: admission decisions and the evict/resume decisions it records."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.core.live_view import LiveReplica, ReplicaAction
+from shared.domain import SLO, Request
+
+
+def req(rid: str, model: str = "m") -> Request:
+    return Request(rid, model, 10, 20, 0.0, SLO(5.0))
+
+
+def core(n: int = 2, limit: int = 2, stack: str = "vllm-fcfs") -> AdmissionCore:
+    return AdmissionCore(
+        [LiveReplica(f"replica-{k}", "cpu", "m", None) for k in range(n)], stack, limit
+    )
+
+
+def test_scheduler_live_admits_round_robin_then_rejects_with_retry_after() -> None:
+    c = core(n=2, limit=1)
+    first, second, third = (c.admit(req(f"r{k}"), 0.0) for k in range(3))
+    assert first.admitted and second.admitted
+    assert {first.replica.application, second.replica.application} == {"replica-0", "replica-1"}
+    assert not third.admitted and third.retry_after_s > 0 and "overloaded" in third.reason
+    c.report("r0")
+    assert c.admit(req("r3"), 0.0).admitted  # the report freed a place
+
+
+@pytest.mark.parametrize(("model", "reason"), [("other", "no replica serves model 'other'")])
+def test_scheduler_live_rejects_unserved_model(model: str, reason: str) -> None:
+    d = core().admit(req("x", model), 0.0)
+    assert not d.admitted and d.reason == reason
+
+
+def test_scheduler_live_evict_and_resume_become_replica_actions() -> None:
+    c = core(n=1, limit=4)
+    for k in range(3):
+        c.admit(req(f"r{k}"), 0.0)
+    rep = c.replicas["replica-0"]
+    assert rep.evict(["r1", "r1", "nope"], 1.0) == ["r1"]  # duplicates and unknown ids dropped
+    assert rep.status().running == 2 and rep.status().evicted == 1
+    assert rep.resume(["r1", "r2"], 2.0) == ["r1"]  # r2 was never evicted
+    assert c.take_actions() == [
+        ReplicaAction("replica-0", "evict", ("r1",)),
+        ReplicaAction("replica-0", "resume", ("r1",)),
+    ]
+    assert c.take_actions() == []  # handed over once
+    rep.evict(["r0"], 3.0)
+    c.report("r0")  # an evicted request that ends is forgotten too
+    assert rep.status().evicted == 0 and rep.status().running == 2
+
+
+def test_scheduler_live_rejects_bad_configuration() -> None:
+    with pytest.raises(ValueError, match="at least one replica"):
+        AdmissionCore([], "vllm-fcfs", 1)
+    with pytest.raises(ValueError, match="max_in_flight_per_replica must be >= 1"):
+        core(limit=0)
