@@ -40,10 +40,6 @@ def _builder(import_path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def _order(app: dict[str, Any]) -> int:
-    return 0 if app["name"].startswith("replica-") else (2 if app["name"] == "ingress" else 1)
-
-
 def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
     """Start Ray, Serve and every application; returns the seconds it took."""
     import ray
@@ -61,7 +57,7 @@ def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
         grpc_options=config.get("grpc_options", {}),
         logging_config=config.get("logging_config", _QUIET),
     )
-    apps = sorted(config["applications"], key=_order)
+    apps = config["applications"]
     serve.run_many(  # one deploy for all applications: they start in parallel
         [
             RunTarget(
