@@ -51,6 +51,19 @@ class InstanceHandle(Protocol):
         """Tokens one engine step may compute (max_num_batched_tokens)."""
         ...
 
+    @property
+    def max_num_seqs(self) -> int:
+        """Requests the engine runs at once at most."""
+        ...
+
+    def load_time_s(self, model: str) -> float:
+        """Seconds to make `model` GPU-active from its current tier (0 when it already is)."""
+        ...
+
+    def prewarm(self, model: str) -> None:
+        """Stage `model` in host memory so a later swap is a warm one (may be a no-op)."""
+        ...
+
     def submit(self, request: Request, now_s: float) -> None:
         """Hand the request to the instance's engine queue."""
         ...

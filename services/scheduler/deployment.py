@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
-from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from shared.domain import HardwareProfile
 from shared.profiles.defaults import default_profile
@@ -51,6 +51,14 @@ class SchedulerArgs(BaseModel):
     """How the scheduler calls replicas (Evict / Resume): Serve handles or the gRPC proxy."""
     max_in_flight_per_replica: int = Field(256, ge=1)
     """Admission limit per replica; beyond it requests are rejected with Retry-After."""
+    max_num_seqs_per_replica: int = Field(8, ge=1)
+    """Requests a replica's engine runs at once (queueing policies pull beyond it only into a
+    short engine-side window)."""
+    max_queued_requests: int = Field(10_000, ge=0)
+    """Queueing policies (`qlm`): requests held in the global queue at most; beyond it arrivals
+    are rejected with Retry-After."""
+    tick_interval_ms: float = Field(100.0, gt=0)
+    """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
 
@@ -68,10 +76,23 @@ class SchedulerDeployment:
         self.args = SchedulerArgs.model_validate(args)
         setup_tracing("scheduler", self.args.tracing)
         replicas = [
-            LiveReplica(r.application, r.gpu, r.model, _profile(r.gpu, r.model))
+            LiveReplica(
+                r.application,
+                r.gpu,
+                r.model,
+                _profile(r.gpu, r.model),
+                max_num_seqs=self.args.max_num_seqs_per_replica,
+            )
             for r in self.args.replicas
         ]
-        self.core = AdmissionCore(replicas, self.args.policy, self.args.max_in_flight_per_replica)
+        self.core = AdmissionCore(
+            replicas,
+            self.args.policy,
+            self.args.max_in_flight_per_replica,
+            self.args.max_queued_requests,
+        )
+        self._waiters: dict[str, asyncio.Future[LiveReplica]] = {}
+        self._ticker: asyncio.Task[None] | None = None
         self._tracer = tracer("scheduler")
         self.states: dict[str, common_pb2.ReplicaState] = {}
         self.client = MeshClient(transport=self.args.transport)
@@ -82,6 +103,11 @@ class SchedulerDeployment:
             "slomesh_in_flight",
             "requests admitted and not yet finished",
             tag_keys=("serving_replica",),
+        )
+        self._policy_gauge = metrics.Gauge(
+            "slomesh_scheduler_policy",
+            "queueing-policy counters: queued requests, replans, reordered groups, rejections",
+            tag_keys=("counter",),
         )
 
     async def Admit(
@@ -94,8 +120,18 @@ class SchedulerDeployment:
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
             req = request_from_meta(request.meta)
             decision = self.core.admit(req, time.time())
+            self._dispatch()
             span.set_attribute("slomesh.policy", decision.policy)
             span.set_attribute("slomesh.admitted", decision.admitted)
+            if decision.admitted and decision.queued:
+                self._start_ticker()
+                span.set_attribute("slomesh.queued", True)
+                for key, value in self.core.policy.describe(req.request_id).items():
+                    span.set_attribute(key, value)
+                replans = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
+                decision = await self._wait_for_pull(req.request_id, span)
+                after = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
+                span.set_attribute("slomesh.replans_while_queued", after - replans)
             if not decision.admitted or decision.replica is None:
                 span.set_attribute("slomesh.reject_reason", decision.reason)
                 return scheduler_pb2.AdmitReply(
@@ -105,7 +141,6 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
-            self._dispatch()
             self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
@@ -120,14 +155,43 @@ class SchedulerDeployment:
     async def Report(
         self, request: scheduler_pb2.CompletionReport, trace_headers: dict[str, str] | None = None
     ) -> scheduler_pb2.ReportReply:
-        owner = self.core.report(request.meta.request_id)
+        owner = self.core.report(request.meta.request_id, request.output_tokens, time.time())
         self._dispatch()
         if owner is not None:
             self._in_flight.set(len(owner.in_flight), tags={"serving_replica": owner.application})
         return scheduler_pb2.ReportReply()
 
+    async def _wait_for_pull(self, request_id: str, span: Any) -> AdmitDecision:
+        """A queued request waits here until a replica pulls it (or the caller goes away)."""
+        fut: asyncio.Future[LiveReplica] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = fut
+        t0 = time.time()
+        try:
+            rep = await fut
+        except asyncio.CancelledError:
+            self._waiters.pop(request_id, None)
+            self.core.report(request_id, 0, time.time())  # leaves the queue; nothing is lost
+            raise
+        span.set_attribute("slomesh.queue_wait_ms", (time.time() - t0) * 1e3)
+        return AdmitDecision(True, rep, policy=self.core.stack.name)
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def _tick_loop(self) -> None:
+        while self.core.queued or self._waiters:
+            await asyncio.sleep(self.args.tick_interval_ms / 1e3)
+            self.core.tick(time.time())
+            self._dispatch()
+
     def _dispatch(self) -> None:
-        """Carry out the policy's evict/resume decisions on the replicas, off the request path."""
+        """Release pulled requests to their callers; carry out evict/resume off the request path."""
+        for request, rep in self.core.take_dispatched():
+            fut = self._waiters.pop(request.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(rep)
+        self._report_policy_stats()
         for action in self.core.take_actions():
             task = asyncio.get_running_loop().create_task(self._execute(action))
             self._tasks.add(task)
@@ -136,9 +200,21 @@ class SchedulerDeployment:
     async def _execute(self, action: ReplicaAction) -> None:
         method = "Evict" if action.kind == "evict" else "Resume"
         message = replica_pb2.RequestIds(request_ids=list(action.request_ids))
-        # a replica that is gone fails its requests at the ingress, which reports them
-        with contextlib.suppress(CallFailed):
-            await self.client.call(action.application, "replica", method, message)
+        with self._tracer.start_as_current_span(f"lso.{action.kind}") as span:
+            span.set_attribute("slomesh.replica", action.application)
+            span.set_attribute("slomesh.request_ids", list(action.request_ids))
+            # a replica that is gone fails its requests at the ingress, which reports them
+            with contextlib.suppress(CallFailed):
+                await self.client.call(action.application, "replica", method, message)
+
+    def _report_policy_stats(self) -> None:
+        """Span-free counters of queueing policies (replans, evictions) as metrics."""
+        stats = getattr(self.core.policy, "stats", None)
+        if stats is None:
+            return
+        for name in ("replans", "reordered_groups", "rejected_infeasible"):
+            self._policy_gauge.set(float(getattr(stats, name, 0)), tags={"counter": name})
+        self._policy_gauge.set(float(self.core.queued), tags={"counter": "queued"})
 
     def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:
         self.states[request.replica.application] = request

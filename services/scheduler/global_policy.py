@@ -29,6 +29,21 @@ class GlobalPolicy(ABC):
     def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:  # noqa: B027
         """Called after each engine step of `instance` (pulling, eviction). Default: nothing."""
 
+    def on_finish(  # noqa: B027
+        self, request: Request, instance: str, output_tokens: int, now_s: float
+    ) -> None:
+        """`request` finished on `instance` with `output_tokens` tokens. Default: nothing."""
+
+    def describe(self, request_id: str) -> dict[str, str | int | float]:
+        """Where the policy holds a request (group, queue, position) for trace spans."""
+        return {}
+
+    def on_abort(self, request_id: str, now_s: float) -> None:  # noqa: B027
+        """A request the policy still queues was cancelled (client gone). Default: nothing."""
+
+    def on_instance_lost(self, instance: str, now_s: float) -> None:  # noqa: B027
+        """`instance` failed or left the cluster. Default: nothing."""
+
 
 class RoutingPolicy(GlobalPolicy):
     """Send each arrival straight to one eligible instance chosen by a router."""

@@ -1,28 +1,19 @@
 """Serving stacks: the named policies `slomesh bench --policies` compares.
 
 A stack fixes the global policy (router), the engine's queue order, its batching mode and its
-preemption mode. Baselines are stacks like any other; later issues add `qlm`, `scorpio`, `slomesh`.
+preemption mode. Baselines are stacks like any other; `qlm` and its ablations live in
+services/scheduler/qlm/stacks.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
+from services.scheduler.qlm.stacks import qlm_stack_factories
 from services.scheduler.routers import ROUTERS
+from services.scheduler.stack import ServingStack
 from shared.policy import Registry
-
-
-@dataclass(frozen=True, slots=True)
-class ServingStack:
-    name: str
-    description: str
-    global_policy: Callable[[], GlobalPolicy]
-    queue_policy: str
-    engine_mode: Literal["continuous", "static"] = "continuous"
-    preemption_mode: Literal["recompute", "swap", "auto"] = "recompute"
 
 
 def _routed(router: str) -> Callable[[], GlobalPolicy]:
@@ -71,5 +62,6 @@ STACKS: Registry[ServingStack] = Registry(
                 preemption_mode="auto",
             )
         ),
-    },
+    }
+    | qlm_stack_factories(),
 )

@@ -67,6 +67,16 @@ class SimInstance:
     def token_budget(self) -> int:
         return self.core.config.max_num_batched_tokens
 
+    @property
+    def max_num_seqs(self) -> int:
+        return self.core.config.max_num_seqs
+
+    def load_time_s(self, model: str) -> float:
+        return self.core.tiers.load_time_s(model)
+
+    def prewarm(self, model: str) -> None:
+        self.core.tiers.prewarm(model)
+
     def submit(self, request: Request, now_s: float) -> None:
         try:
             self.core.add_request(request, now_s)

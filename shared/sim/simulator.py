@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from services.replica.core.sequence import Sequence as Seq
-from services.scheduler.stacks import ServingStack
+from services.scheduler.stack import ServingStack
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
@@ -79,6 +79,8 @@ class Simulator:
 
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
+        assert seq.finish_s is not None
+        self.global_policy.on_finish(r, instance, seq.num_output_tokens, seq.finish_s)
         self._add_record(
             RequestRecord.from_request(
                 r,

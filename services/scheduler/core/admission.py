@@ -1,8 +1,12 @@
 """Admission and placement: the scheduler's decision for one request, from metadata only.
 
-A request is admitted when some replica serving its model has room (in-flight below the limit);
-the serving stack's global policy picks which. Otherwise it is rejected at once with the rule
-that failed and a Retry-After hint, never queued to time out.
+Routing stacks place a request at once on a replica serving its model with room (in-flight below
+the limit); otherwise it is rejected at once with the rule that failed and a Retry-After hint,
+never queued to time out. Queueing stacks (`qlm`) may instead hold the request in their global
+queue: `admit` then answers `queued`, and the request is dispatched later, when a replica pulls it
+(after a report frees room, or on a `tick`). `take_dispatched` hands the shell every placement the
+policy made since the last call, whichever call caused it. A queue longer than `max_queued` is
+answered with a rejection, not a hang.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ class AdmitDecision:
     reason: str = ""
     retry_after_s: float = 0.0
     policy: str = ""
+    queued: bool = False
+    """Admitted into the policy's queue; the replica comes with a later dispatch."""
 
 
 class _Rejection:
@@ -32,25 +38,44 @@ class _Rejection:
 
 
 class AdmissionCore:
-    def __init__(self, replicas: list[LiveReplica], stack: str, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        replicas: list[LiveReplica],
+        stack: str,
+        max_in_flight: int,
+        max_queued: int = 100_000,
+    ) -> None:
         if not replicas:
             raise ValueError("scheduler.replicas must list at least one replica")
         if max_in_flight < 1:
             raise ValueError(
                 f"scheduler.max_in_flight_per_replica must be >= 1, got {max_in_flight}"
             )
+        if max_queued < 0:
+            raise ValueError(f"scheduler.max_queued_requests must be >= 0, got {max_queued}")
         self.replicas = {r.application: r for r in replicas}
         self.stack = STACKS.create(stack)
         self.policy = self.stack.global_policy()
         self.max_in_flight = max_in_flight
+        self.max_queued = max_queued
         self._owner: dict[str, LiveReplica] = {}
+        self._queued: dict[str, Request] = {}
+        self._dispatched: list[tuple[Request, LiveReplica]] = []
         self.admitted = 0
         self.rejected = 0
+
+    @property
+    def queued(self) -> int:
+        return len(self._queued)
 
     def admit(self, request: Request, now_s: float) -> AdmitDecision:
         serving = [r for r in self.replicas.values() if r.serves(request.model)]
         if not serving:
             return self._reject(f"no replica serves model '{request.model}'", 0.0)
+        if len(self._queued) >= self.max_queued:
+            return self._reject(
+                f"overloaded: {len(self._queued)} requests queued (max_queued_requests)", 1.0
+            )
         open_ = [r for r in serving if len(r.in_flight) < self.max_in_flight]
         if not open_:
             return self._reject(
@@ -58,27 +83,56 @@ class AdmissionCore:
                 f"{self.max_in_flight} requests in flight",
                 retry_after_s=1.0,
             )
-        before = {r.application: len(r.in_flight) for r in open_}
         rejection = _Rejection()
+        self._queued[request.request_id] = request
         self.policy.on_arrival(request, open_, rejection, now_s)
+        self._collect()
         if rejection.reason is not None:
+            self._queued.pop(request.request_id, None)
             return self._reject(rejection.reason, 1.0)
-        chosen = next(r for r in open_ if len(r.in_flight) > before[r.application])
-        self._owner[request.request_id] = chosen
         self.admitted += 1
+        chosen = self._owner.get(request.request_id)
+        if chosen is None:
+            return AdmitDecision(True, None, policy=self.stack.name, queued=True)
         return AdmitDecision(True, chosen, policy=self.stack.name)
 
-    def report(self, request_id: str) -> LiveReplica | None:
+    def report(
+        self, request_id: str, output_tokens: int = 0, now_s: float = 0.0
+    ) -> LiveReplica | None:
         """The request finished (or failed): free its place. Unknown ids are ignored."""
         owner = self._owner.pop(request_id, None)
-        if owner is not None:
-            owner.in_flight.pop(request_id, None)
-            owner.evicted.pop(request_id, None)
+        if owner is None:
+            if self._queued.pop(request_id, None) is not None:
+                self.policy.on_abort(request_id, now_s)  # left the queue before being pulled
+            return None
+        request = owner.in_flight.pop(request_id, None) or owner.evicted.pop(request_id, None)
+        if request is not None:
+            self.policy.on_finish(request, owner.application, output_tokens, now_s)
+        self.policy.on_step_end(owner, now_s)  # room freed: the replica may pull
+        self._collect()
         return owner
+
+    def tick(self, now_s: float) -> None:
+        """Periodic: let every replica pull and the policy re-check its predictions."""
+        for rep in self.replicas.values():
+            self.policy.on_step_end(rep, now_s)
+        self._collect()
+
+    def take_dispatched(self) -> list[tuple[Request, LiveReplica]]:
+        """Placements made since the last call (queued requests pulled by a replica)."""
+        out, self._dispatched = self._dispatched, []
+        return out
 
     def take_actions(self) -> list[ReplicaAction]:
         """Evict/resume decisions of the policy for the shell to send to replicas."""
         return [a for r in self.replicas.values() for a in r.take_actions()]
+
+    def _collect(self) -> None:
+        for rep in self.replicas.values():
+            for request in rep.take_submitted():
+                self._owner[request.request_id] = rep
+                if self._queued.pop(request.request_id, None) is not None:
+                    self._dispatched.append((request, rep))
 
     def _reject(self, reason: str, retry_after_s: float) -> AdmitDecision:
         self.rejected += 1

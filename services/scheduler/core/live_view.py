@@ -30,9 +30,12 @@ class LiveReplica:
     model: str
     profile_: HardwareProfile | None
     token_budget: int = 8192
+    max_num_seqs: int = 256
+    """Requests the replica's engine runs at once; beyond it, admitted requests wait there."""
     in_flight: dict[str, Request] = field(default_factory=dict)
     evicted: dict[str, Request] = field(default_factory=dict)
     pending: list[ReplicaAction] = field(default_factory=list)
+    submitted: list[Request] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -53,11 +56,18 @@ class LiveReplica:
             )
         return self.profile_
 
+    def load_time_s(self, model: str) -> float:
+        return 0.0 if model == self.model else float("inf")
+
+    def prewarm(self, model: str) -> None:
+        """Live replicas serve one model each (no swapping yet): nothing to stage."""
+
     def status(self) -> EngineStatus:
+        n = len(self.in_flight)
         return EngineStatus(
             active_model=self.model,
-            waiting=0,
-            running=len(self.in_flight),
+            waiting=max(0, n - self.max_num_seqs),
+            running=min(n, self.max_num_seqs),
             evicted=len(self.evicted),
             kv_used_blocks=0,
             kv_total_blocks=0,
@@ -73,6 +83,12 @@ class LiveReplica:
 
     def submit(self, request: Request, now_s: float) -> None:
         self.in_flight[request.request_id] = request
+        self.submitted.append(request)
+
+    def take_submitted(self) -> list[Request]:
+        """Requests placed here since the last call (the core turns them into dispatches)."""
+        out, self.submitted = self.submitted, []
+        return out
 
     def evict(self, request_ids: list[str], now_s: float) -> list[str]:
         """Take in-flight requests out of service: recorded here, executed by the shell."""

@@ -16,11 +16,18 @@ from shared.sim import simulator as simulator_module
 from shared.sim.cluster import ClusterSpec, InstanceSpec
 from shared.sim.simulator import Simulator
 
-STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle"]
+STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic"]
+QLM_VARIANTS = [  # one setting of `qlm` changed each: run in tests/unit/scheduler/qlm/
+    "qlm-no-pull",
+    "qlm-no-evict",
+    "qlm-no-swap",
+    "qlm-no-balance",
+    "qlm-true-lengths",
+]
 
 
 def test_sim_every_stack_is_tested():
-    assert sorted(STACK_NAMES) == STACKS.names()
+    assert sorted(STACK_NAMES + QLM_VARIANTS) == STACKS.names()
 
 
 @pytest.mark.parametrize("stack", STACK_NAMES)
