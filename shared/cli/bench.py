@@ -11,7 +11,9 @@ from tqdm import tqdm
 
 from services.scheduler.stacks import STACKS
 from shared.cli.errors import UsageError
+from shared.experiments import EXPERIMENTS, ExperimentArgs
 from shared.metrics.summary import PolicySummary, summarize
+from shared.policy import UnknownNameError
 from shared.report.plots import plot_summaries, plot_sweep
 from shared.report.table import format_table
 from shared.report.writers import format_sweep_tables, write_summary, write_sweep
@@ -22,7 +24,12 @@ from shared.workloads import generate
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="compare policies on a simulated scenario")
-    p.add_argument("--scenario", required=True, help=f"one of: {', '.join(SCENARIOS.names())}")
+    p.add_argument(
+        "--scenario",
+        required=True,
+        help=f"a scenario ({', '.join(SCENARIOS.names())}) or a QLM paper experiment "
+        f"({', '.join(EXPERIMENTS.names())}: writes results.json, summary.md and figures)",
+    )
     p.add_argument("--policies", help="comma-separated policy names (default: the scenario's)")
     p.add_argument("--rate", type=float, help="total arrival rate, requests/s")
     p.add_argument("--requests", type=int, help="number of requests")
@@ -32,6 +39,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--sweep-rates", help="comma-separated rates: plot attainment vs rate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def _check_name(name: str) -> None:
+    if name not in SCENARIOS.names() and name not in EXPERIMENTS.names():
+        valid = sorted([*SCENARIOS.names(), *EXPERIMENTS.names()])
+        raise UnknownNameError("scenario or experiment", name, valid)
+
+
+_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates")
+
+
+def _run_experiment(args: argparse.Namespace) -> int:
+    given = [
+        f"--{a.replace('_', '-')}" for a in _NOT_FOR_EXPERIMENTS if getattr(args, a) is not None
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} do not apply to experiment '{args.scenario}' "
+            "(only --requests, --seed, --out, --no-progress)"
+        )
+    exp_args = ExperimentArgs(
+        out_dir=args.out,
+        seed=args.seed,
+        requests=args.requests,
+        progress=not args.no_progress,
+    )
+    EXPERIMENTS.create(args.scenario).run(exp_args)
+    return 0
 
 
 def _scenario(args: argparse.Namespace) -> ScenarioSpec:
@@ -80,6 +115,9 @@ def _run_all(
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_name(args.scenario)
+    if args.scenario in EXPERIMENTS.names():
+        return _run_experiment(args)
     sc = _scenario(args)
     policies = _policies(args, sc)
     out_dir: Path = args.out or Path("runs") / sc.name

@@ -18,7 +18,7 @@ from shared.workloads import LengthSpec, StreamSpec, WorkloadSpec
 
 GiB = 1 << 30
 _CONV = LengthSpec(source="azure-conv", max_input_tokens=4096, max_tokens=2048)
-_BASELINES = ["vllm-fcfs", "edf", "oracle"]
+_BASELINES = ["vllm-fcfs", "edf", "oracle", "qlm"]
 _PAPER = __doc__ or ""
 
 

@@ -56,5 +56,9 @@ class QLMConfig(BaseModel):
     fallback_output_tokens_s: float = Field(200.0, gt=0)
     """Token throughput Θ (output tokens/s) assumed for an instance whose model has no hardware
     profile (e.g. a live CPU replica of a model outside the catalogue)."""
+    rwt_snapshot_s: float | None = Field(None, ge=0)
+    """RWT-accuracy experiment (Fig. 18): at the first step end at or after this time, predict the
+    wait of every queued request from the current order (replacing its arrival-time prediction)
+    so later arrivals cannot reorder what is scored. None: predictions at arrival only."""
     lengths: Literal["predicted", "true"] = "predicted"
     """Output lengths from the online length predictor, or the true ones (oracle ablation)."""

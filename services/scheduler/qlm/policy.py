@@ -67,6 +67,8 @@ class QLMPolicy(GlobalPolicy):
         self._rr = 0
         self._last_check_s = -math.inf
         self._last_plan_s = -math.inf
+        self._accepted_late: set[str] = set()
+        self._snapshot_taken = False
 
     # ---- GlobalPolicy hooks ---------------------------------------------------------------------
     def on_arrival(
@@ -85,7 +87,11 @@ class QLMPolicy(GlobalPolicy):
         group = self.grouper.assign(request, est, now_s)
         self._place_new_groups(now_s)
         wait = self._predicted_wait(request, group, now_s)
-        if wait is not None and wait > request.slo.ttft_deadline_s:
+        if (
+            wait is not None
+            and wait > request.slo.ttft_deadline_s
+            and group.group_id not in self._accepted_late
+        ):
             self.stats.predicted_violations += 1
             if self._replan(now_s):
                 wait = self._predicted_wait(request, group, now_s)
@@ -113,6 +119,10 @@ class QLMPolicy(GlobalPolicy):
             self._pull(inst, now_s)
 
     def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
+        snap = self.cfg.rwt_snapshot_s
+        if snap is not None and now_s >= snap and not self._snapshot_taken:
+            self._snapshot_taken = True
+            self.snapshot_predictions(now_s)
         if now_s - self._last_check_s >= self.cfg.check_interval_s:
             self._last_check_s = now_s
             self._periodic(now_s)
@@ -121,6 +131,23 @@ class QLMPolicy(GlobalPolicy):
     def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
         self.ops.finished(instance, request.request_id)
         self.lengths.observe(request, output_tokens)
+
+    def snapshot_predictions(self, now_s: float) -> int:
+        """Predict every queued request's wait from the current virtual-queue order (both the
+        point and the SLO-quantile estimate); returns how many were predicted."""
+        n = 0
+        for name in self.vqs.names():
+            order = self.vqs.order(name)
+            for k, gid in enumerate(order):
+                group = self.grouper.group(gid)
+                for request, _ in list(group.queue):
+                    rid = request.request_id
+                    point = self.estimator.request_wait_s(name, group, rid, now_s, point=True)
+                    wait = self.estimator.request_wait_s(name, group, rid, now_s)
+                    self.accuracy.predict(rid, point, len(self.grouper), k + 1)
+                    self.accuracy_quantile.predict(rid, wait, len(self.grouper), k + 1)
+                    n += 1
+        return n
 
     def describe(self, request_id: str) -> dict[str, str | int | float]:
         group = self.grouper.group_of(request_id)
@@ -210,7 +237,7 @@ class QLMPolicy(GlobalPolicy):
                     self.vqs.remove(gid)
                     self._pinned.pop(gid, None)
                 self._place_new_groups(now_s)
-        late = self.estimator.violating_groups(now_s)
+        late = set(self.estimator.violating_groups(now_s)) - self._accepted_late
         if late:
             self.stats.predicted_violations += 1
             self._replan(now_s)
@@ -226,6 +253,8 @@ class QLMPolicy(GlobalPolicy):
         self.stats.replans += 1
         self.stats.solver_s += plan.solve_s
         self.stats.reordered_groups += self.vqs.replace(plan.order)
+        # the best plan still leaves these late: re-solving cannot help until something changes
+        self._accepted_late = set(plan.violating)
         self._prewarm()
         return True
 

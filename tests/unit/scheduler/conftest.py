@@ -54,7 +54,13 @@ class FakeInstance:
     kv_tokens: int = 10**6
     items: list[WorkItem] = field(default_factory=list)
     token_budget: int = 8192
+    max_num_seqs: int = 64
+    kv_used_blocks: int = 0
     submitted: list[Request] = field(default_factory=list)
+    evicted_ids: list[str] = field(default_factory=list)
+    resumed_ids: list[str] = field(default_factory=list)
+    prewarmed: list[str] = field(default_factory=list)
+    load_times_s: dict[str, float] = field(default_factory=dict)
 
     def work_items(self) -> list[WorkItem]:
         return list(self.items)
@@ -76,7 +82,7 @@ class FakeInstance:
             waiting=self.waiting,
             running=self.running,
             evicted=self.evicted,
-            kv_used_blocks=0,
+            kv_used_blocks=self.kv_used_blocks,
             kv_total_blocks=100,
             outstanding_output_tokens=self.outstanding_output_tokens,
             pending_prefill_tokens=self.pending_prefill_tokens,
@@ -87,10 +93,18 @@ class FakeInstance:
         self.waiting += 1
 
     def evict(self, request_ids: list[str], now_s: float) -> list[str]:
-        return []
+        self.evicted_ids.extend(request_ids)
+        return list(request_ids)
 
     def resume(self, request_ids: list[str], now_s: float) -> list[str]:
-        return []
+        self.resumed_ids.extend(request_ids)
+        return list(request_ids)
+
+    def load_time_s(self, model: str) -> float:
+        return 0.0 if model == self.active_model else self.load_times_s.get(model, 1.0)
+
+    def prewarm(self, model: str) -> None:
+        self.prewarmed.append(model)
 
 
 @dataclass

@@ -58,3 +58,29 @@ def test_scheduler_live_rejects_bad_configuration() -> None:
         AdmissionCore([], "vllm-fcfs", 1)
     with pytest.raises(ValueError, match="max_in_flight_per_replica must be >= 1"):
         core(limit=0)
+
+
+def test_scheduler_live_qlm_queues_then_dispatches_when_a_report_frees_room() -> None:
+    reps = [LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)]
+    c = AdmissionCore(reps, "qlm", max_in_flight=8)
+    first = c.admit(req("r0"), 0.0)
+    assert first.admitted and not first.queued and first.replica is reps[0]
+    # qlm's default engine window (4 waiting) fills, then requests stay in its global queue
+    decisions = [c.admit(req(f"r{k}"), 0.1 * k) for k in range(1, 8)]
+    assert all(d.admitted for d in decisions)
+    queued = [f"r{k}" for k, d in zip(range(1, 8), decisions, strict=True) if d.queued]
+    assert queued and c.queued == len(queued)
+    c.take_dispatched()
+    c.report("r0", output_tokens=5, now_s=1.0)
+    released = [r.request_id for r, rep in c.take_dispatched()]
+    assert released == queued[:1] and c.queued == len(queued) - 1
+
+
+def test_scheduler_live_qlm_cancelled_queued_request_leaves_the_queue() -> None:
+    c = AdmissionCore([LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)], "qlm", 8)
+    for k in range(8):
+        c.admit(req(f"r{k}"), 0.0)
+    before = c.queued
+    c.report("r7", 0, 0.5)  # the client went away before a replica pulled it
+    assert c.queued == before - 1
+    assert "r7" not in {r.request_id for r, _ in c.take_dispatched()}

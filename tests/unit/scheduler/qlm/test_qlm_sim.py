@@ -1,0 +1,49 @@
+"""`qlm` and its ablations in the discrete-event simulator: every request accounted for, and the
+switched-off operation really off (small multi-model and single-model runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.scheduler.qlm.policy import QLMPolicy
+from services.scheduler.stacks import STACKS
+from shared.scenarios import SCENARIOS
+from shared.sim.simulator import Simulator
+from shared.workloads import generate
+
+
+def _run(scenario: str, stack: str, requests: int, rate: float | None = None):
+    sc = SCENARIOS.create(scenario)
+    workload = sc.workload.model_copy(update={"requests": requests})
+    if rate is not None:
+        workload = workload.with_total_rate(rate)
+    sim = Simulator(sc.cluster, STACKS.create(stack), generate(workload, 0))
+    result = sim.run()
+    assert isinstance(sim.global_policy, QLMPolicy)
+    return sim, result
+
+
+@pytest.mark.parametrize(
+    "stack",
+    ["qlm", "qlm-no-pull", "qlm-no-evict", "qlm-no-swap", "qlm-no-balance", "qlm-true-lengths"],
+)
+def test_qlm_variants_account_for_every_request(stack):
+    sim, result = _run("qlm-wa", stack, 300, rate=8.0)
+    assert len(result.records) == 300
+    assert all(r.finished or r.rejected for r in result.records)
+    policy = sim.global_policy
+    assert len(policy.grouper) == 0  # the global queue drained
+    if stack in ("qlm-no-evict", "qlm-no-pull"):  # no pulling: nothing to evict for either
+        assert policy.ops.evictions == 0
+
+
+def test_qlm_overload_makes_it_evict_and_reorder():
+    sim, _ = _run("qlm-wa", "qlm", 300, rate=8.0)
+    assert sim.global_policy.ops.evictions > 0
+
+
+def test_qlm_groups_models_so_it_swaps_less_than_without_the_swap_lso():
+    _, with_swap = _run("qlm-wb", "qlm", 200, rate=2.0)
+    _, without = _run("qlm-wb", "qlm-no-swap", 200, rate=2.0)
+    swaps = sum(i.swaps for i in with_swap.instances)
+    assert swaps < sum(i.swaps for i in without.instances)
