@@ -41,17 +41,23 @@ def _options(parser: Any) -> None:
         help="class:weight,... (classes of the ingress's SLO policy)",
     )
     parser.add_argument("--max-tokens", type=int, default=32, help="max_tokens per request")
+    parser.add_argument(
+        "--class-max-tokens",
+        default="",
+        help="class:max_tokens,... overriding --max-tokens per class (e.g. tight:8,batch-2:256)",
+    )
 
 
-def _mix(text: str) -> tuple[list[str], list[float]]:
+def _mix(text: str, allow_empty: bool = False) -> tuple[list[str], list[float], dict[str, float]]:
+    """Parse "class:value,..." (value default 1); classes must be the ingress's."""
     names, weights = [], []
-    for part in text.split(","):
+    for part in text.split(",") if (text or not allow_empty) else []:
         name, _, w = part.partition(":")
         if name not in _CLASSES:
-            raise ValueError(f"--slo-mix: unknown class '{name}'; valid: {', '.join(_CLASSES)}")
+            raise ValueError(f"unknown SLO class '{name}'; valid: {', '.join(_CLASSES)}")
         names.append(name)
         weights.append(float(w or 1))
-    return names, weights
+    return names, weights, dict(zip(names, weights, strict=True))
 
 
 class ChatUser(HttpUser):
@@ -61,7 +67,10 @@ class ChatUser(HttpUser):
         opts = self.environment.parsed_options
         self.model = opts.model
         self.max_tokens = opts.max_tokens
-        self.classes, self.weights = _mix(opts.slo_mix)
+        self.classes, self.weights, _ = _mix(opts.slo_mix)
+        self.class_max_tokens = {
+            name: int(n) for name, n in _mix(opts.class_max_tokens, allow_empty=True)[2].items()
+        }
         self.rng = random.Random()
 
     @task
@@ -70,7 +79,7 @@ class ChatUser(HttpUser):
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": self.rng.choice(_PROMPTS)}],
-            "max_tokens": self.max_tokens,
+            "max_tokens": self.class_max_tokens.get(cls, self.max_tokens),
             "stream": True,
             "slo": cls,
         }
@@ -127,13 +136,21 @@ def _summary(environment: Any, **_: Any) -> None:
             and r["ttft_s"] * 1e3 <= spec.ttft_ms
             and (spec.tpot_ms is None or r["tpot_s"] * 1e3 <= spec.tpot_ms)
         )
+        ttft_met = sum(
+            1 for r in rows if r.get("ttft_s") is not None and r["ttft_s"] * 1e3 <= spec.ttft_ms
+        )
+        ttfts = sorted(r["ttft_s"] for r in rows if r.get("ttft_s") is not None)
         report[cls] = {
             "requests": len(rows),
             "slo_attainment": met / len(rows) if rows else 0.0,
+            "ttft_attainment": ttft_met / len(rows) if rows else 0.0,
+            "ttft_p50_s": ttfts[len(ttfts) // 2] if ttfts else None,
+            "ttft_p99_s": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] if ttfts else None,
             "rejected": sum(1 for r in rows if r.get("rejected")),
         }
         print(
             f"SLO attainment {cls}: {report[cls]['slo_attainment']:.1%} "
+            f"(TTFT {report[cls]['ttft_attainment']:.1%}) "
             f"of {len(rows)} requests ({report[cls]['rejected']} rejected)"
         )
     out = os.environ.get("SLOMESH_LOCUST_OUT")

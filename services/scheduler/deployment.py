@@ -43,7 +43,7 @@ class SchedulerArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    policy: str = "vllm-fcfs"
+    policy: str = "qlm"
     """Serving stack (a name from services.scheduler.stacks.STACKS)."""
     replicas: list[ReplicaEntry] = Field(min_length=1)
     """The replicas to place on."""

@@ -7,7 +7,7 @@ import sys
 
 from pydantic import ValidationError
 
-from shared.cli import bench, bench_mesh, bench_solver, engine_check, up
+from shared.cli import bench, bench_live, bench_mesh, bench_solver, engine_check, up
 from shared.cli.errors import UsageError, describe
 from shared.policy import UnknownNameError
 
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_parsers(sub)
     bench_mesh.add_parser(sub)
     bench_solver.add_parser(sub)
+    bench_live.add_parser(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ application builder that receives the entry's `args`. All applications deploy to
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import signal
@@ -33,6 +34,26 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not data.get("applications"):
         raise ValueError(f"--config: {path} has no `applications`")
     return data
+
+
+def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
+    """`config` with the scheduler running serving stack `policy` and every replica's engine
+    queue ordered as that stack says (e.g. qlm: EDF behind the virtual queues; vllm-fcfs: FCFS).
+    Unknown names fail listing the valid ones."""
+    from services.scheduler.stacks import STACKS
+
+    stack = STACKS.create(policy)
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        args = app.setdefault("args", {})
+        if app["name"] == "scheduler":
+            args["policy"] = policy
+        elif app["name"].startswith("replica-"):
+            if args.get("engine") == "vllm":
+                args.setdefault("vllm", {})["queue_policy"] = stack.queue_policy
+            else:
+                args.setdefault("engine_config", {})["queue_policy"] = stack.queue_policy
+    return out
 
 
 def _builder(import_path: str) -> Any:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from shared.cli import mesh
+from shared.cli.errors import UsageError
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,6 +19,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     up.add_argument("--config", type=Path, help="a Serve config (default: by --engine)")
     up.add_argument("--num-cpus", type=int, help="CPUs Ray may schedule (default: all)")
+    up.add_argument(
+        "--policy",
+        help="serving stack of the scheduler (and replica queue order), e.g. qlm, vllm-fcfs "
+        "(default: the config's)",
+    )
     up.add_argument(
         "--exit-after-start",
         action="store_true",
@@ -45,6 +51,11 @@ def run_build_tiny(args: argparse.Namespace) -> int:
 
 def run_up(args: argparse.Namespace) -> int:
     config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
+    if args.policy:
+        try:
+            config = mesh.with_policy(config, args.policy)
+        except ValueError as err:
+            raise UsageError(f"--policy: {err}") from None
     if args.engine == "vllm" and args.config is None:
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
