@@ -36,7 +36,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _locust(args: argparse.Namespace, http: str, out: Path) -> dict[str, Any]:
+def _served_model(config: dict[str, Any]) -> str:
+    ingress = next(a for a in config["applications"] if a["name"] == "ingress")
+    name: str = ingress["args"]["models"][0]["name"]
+    return name
+
+
+def _locust(args: argparse.Namespace, http: str, model: str, out: Path) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -59,11 +65,13 @@ def _locust(args: argparse.Namespace, http: str, out: Path) -> dict[str, Any]:
         args.slo_mix,
         "--class-max-tokens",
         args.class_max_tokens,
+        "--model",
+        model,
     ]
     env = os.environ | {"SLOMESH_LOCUST_OUT": str(out)}
-    subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
     if not out.exists():
-        raise RuntimeError(f"locust wrote no report ({' '.join(cmd)})")
+        raise RuntimeError(f"locust wrote no report ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
     report: dict[str, Any] = json.loads(out.read_text())
     return report
 
@@ -87,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 mesh.start(config)
                 http, _ = mesh.endpoints(config)
-                results[policy] = _locust(args, http, Path(tmp) / f"{policy}.json")
+                out = Path(tmp) / f"{policy}.json"
+                results[policy] = _locust(args, http, _served_model(config), out)
             finally:
                 mesh.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)

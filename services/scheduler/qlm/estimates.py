@@ -96,9 +96,14 @@ class QueueEstimator:
         return status.waiting * self._mean_out / r.theta_tok_s, drain, model
 
     def room_wait_s(self, name: str) -> float:
-        """How long a request waits for a seat on a full instance without eviction: the tail
-        (P + D) of a long running request."""
-        return self._ready_and_drain(name)[1]
+        """How long the next pulled request waits for a seat on a full instance without
+        eviction: the engine's waiting requests and itself, one mean output each, at Θ
+        (continuous batching frees a seat every E[O]/Θ seconds on average)."""
+        status = self.instances[name].status()
+        if status.active_model is None:
+            return 0.0
+        r = self.rates(name, status.active_model)
+        return (status.waiting + 1) * self._mean_out / r.theta_tok_s
 
     def swap_costs(self, name: str) -> dict[str, float]:
         if not self.cfg.lso.swap:

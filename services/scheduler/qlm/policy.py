@@ -126,7 +126,10 @@ class QLMPolicy(GlobalPolicy):
         if now_s - self._last_check_s >= self.cfg.check_interval_s:
             self._last_check_s = now_s
             self._periodic(now_s)
-        self._pull(instance, now_s)
+            for inst in self.instances.values():  # regrouping may have filled an idle queue
+                self._pull(inst, now_s)
+        else:
+            self._pull(instance, now_s)
 
     def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
         self.ops.finished(instance, request.request_id)

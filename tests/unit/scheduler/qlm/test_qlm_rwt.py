@@ -51,7 +51,9 @@ def test_theta_from_profile_by_hand() -> None:
     d = 1e-7 * 200 * 400 + 1e-3 * 200 + 1e-6 * 400 + 0.01
     assert r.batch == 200
     assert r.decode_token_s == pytest.approx(d, rel=1e-12)
-    assert r.theta_tok_s == pytest.approx(200 / (d * 1.5), rel=1e-12)
+    # each iteration also prefills the B/E[O] = 1 request joining: p1·E[I] + p2
+    step = d + (200 / 200) * (1e-5 * 300 + 2e-3)
+    assert r.theta_tok_s == pytest.approx(200 / (step * 1.5), rel=1e-12)
     assert r.prefill_s == pytest.approx(1e-5 * 300 + 2e-3 + 0.02, rel=1e-12)
     assert r.inefficiency == 1.5
     # Eq. 4: D = O·ε·d.
@@ -62,7 +64,8 @@ def test_batch_capped_by_max_num_seqs_and_at_least_one() -> None:
     capped = InstanceRates.from_profile(_profile(), 300, 200, max_num_seqs=64)
     assert capped.batch == 64
     d = 1e-7 * 64 * 400 + 1e-3 * 64 + 1e-6 * 400 + 0.01
-    assert capped.theta_tok_s == pytest.approx(64 / (d * 1.5), rel=1e-12)
+    step = d + (64 / 200) * (1e-5 * 300 + 2e-3)
+    assert capped.theta_tok_s == pytest.approx(64 / (step * 1.5), rel=1e-12)
     tiny = InstanceRates.from_profile(_profile(kv_tokens=100), 300, 200)
     assert tiny.batch == 1
 
