@@ -14,6 +14,7 @@ from shared.experiments.qlm_ablation_wb import QLMAblationWB
 from shared.experiments.qlm_delta import QLMDelta
 from shared.experiments.qlm_hetero import QLMHetero
 from shared.experiments.qlm_rwt import QLMRWT
+from shared.experiments.qlm_rwt_live import QLMRWTLive
 from shared.experiments.qlm_solver import QLMSolver
 from shared.experiments.qlm_wa_rates import QLMWARates
 from shared.experiments.qlm_wb_rates import QLMWBRates
@@ -30,6 +31,7 @@ EXPERIMENTS: Registry[Experiment] = Registry(
             QLMAblationWB,
             QLMHetero,
             QLMRWT,
+            QLMRWTLive,
             QLMDelta,
             QLMSolver,
         )

@@ -4,8 +4,9 @@ Paper: WB at 0.25K Batch-1 req/s, the middle of its Fig. 12-13 sweep; model swap
 start) contributes most to both attainment and throughput, the other LSOs to latency SLOs. Here:
 the `qlm-wb` scenario with batch-1 at 2 req/s (batch-2 0.5): the rate at which swapping
 matters - at the scenario's default of 0.5 req/s qlm and qlm-no-swap both meet ~96% of SLOs,
-at 2 req/s qlm-no-swap loses ~9 points of attainment and ~15% of throughput (1,000 requests,
-seed 0) as the planner stops batching groups by model.
+at 2 req/s qlm-no-swap loses about 10 points of attainment and 10-15% of throughput (1,000
+requests, seed 0; the ILP's wall-clock time limit makes qlm runs vary a little) as the planner
+stops batching groups by model.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class QLMHetero(Experiment):
     default_requests: ClassVar[int] = 2000
     instances: ClassVar[int] = 4
     a10_counts: ClassVar[tuple[int, ...]] = (0, 1, 2, 3, 4)
-    rate_per_a100: ClassVar[float] = 4.0
+    rate_per_a100: ClassVar[float] = 5.0
     """Total req/s per A100-equivalent of capacity."""
     policies: ClassVar[tuple[str, ...]] = ("qlm", "qlm-no-balance")
 

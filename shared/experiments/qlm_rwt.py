@@ -1,12 +1,15 @@
-"""`qlm-rwt`: QLM paper Fig. 18 - accuracy (R²) of the request waiting time (RWT) estimator.
+"""`qlm-rwt`: QLM paper Fig. 18 - accuracy (R²) of the RWT estimator vs queue size.
 
-Paper: R² of estimated vs measured waiting time grows with the number of request groups queued
-and reaches 0.99 with four groups; with short queues the estimates are conservative (high). Here:
-`qlm` on the `qlm-wa` scenario at 6 req/s in all (default 4.5) so queues are deep. Every arrival
-that gets a prediction is scored when an instance pulls it (measured wait = pull time - arrival):
-the point (mean) prediction the estimator is judged by, and the p99 prediction the scheduler acts
-on (biased upward by design). R² is binned by groups queued up to and including the request's own
-group at prediction time (1, 2-3, 4-7, 8+), and split by SLO class.
+The paper scores the estimator on queues of a given size: requests wait, nothing overtakes them,
+and the group's output distribution comes from workload profiling. Here: a burst of N batch-2
+requests (1 h SLO: none is rejected) arrives at 100 req/s on the qlm-wa cluster (1 or 2
+instances); the length predictor is first fitted on 2,000 completions of the same workload (seed
++ 1: the profiling run); right after the last arrival every queued request's wait is predicted
+from the current virtual-queue order (`QLMConfig.rwt_snapshot_s`; re-clustering is off from then
+on); measured wait = when an instance pulled it - its arrival. Scored: R² (against measured =
+predicted) over all requests of a run, and over those with >= 4 groups queued ahead of or at
+them, for growing N (more groups). With 2 instances the queues are re-balanced and an idle
+instance serves another queue's head after the snapshot, which no per-queue estimate foresees.
 """
 
 from __future__ import annotations
@@ -14,108 +17,118 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from services.scheduler.qlm.rwt_accuracy import RWTAccuracy, WaitPair, r2_score
-from services.scheduler.stacks import STACKS
-from shared.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
-from shared.experiments.helpers import Panel, progress, run_stack, save_figure, with_requests
+from services.scheduler.qlm.policy import QLMPolicy
+from services.scheduler.qlm.rwt_accuracy import WaitPair, r2_score
+from services.scheduler.qlm.stacks import qlm_stack
+from shared.experiments.base import Experiment, ExperimentArgs, ExperimentOutput, thin
+from shared.experiments.helpers import Panel, save_figure
 from shared.report.table import fmt_num, markdown_table
 from shared.scenarios import SCENARIOS
-from shared.workloads import generate
+from shared.sim.simulator import Simulator
+from shared.workloads import WorkloadSpec, generate
 
-EDGES = (1, 2, 4, 8)
-MAX_SCATTER = 4000
+BURST_RPS = 100.0
+PROFILING_REQUESTS = 2000
+SIZES = (128, 256, 512, 1024, 2048)
+INSTANCES = (1, 2)
 
 
-def _r2(v: float | None) -> str:
-    return fmt_num(v, 3)
-
-
-def by_class(
-    pairs: tuple[WaitPair, ...], cls: dict[str, str]
-) -> list[tuple[str, int, float | None]]:
-    """(class, n, R²) of `pairs` grouped by the SLO class of their request."""
-    out = []
-    for name in sorted(set(cls.values())):
-        sel = [p for p in pairs if cls.get(p.request_id) == name]
-        r2 = r2_score([p.predicted_wait_s for p in sel], [p.measured_wait_s for p in sel])
-        out.append((name, len(sel), r2))
-    return out
+def _r2(pairs: list[WaitPair]) -> float | None:
+    return r2_score([p.predicted_wait_s for p in pairs], [p.measured_wait_s for p in pairs])
 
 
 class QLMRWT(Experiment):
-    """Fig. 18: R² of the RWT estimator by groups queued, point and p99 predictions."""
+    """Fig. 18: R² of the RWT estimator on draining queues of growing size."""
 
     name: ClassVar[str] = "qlm-rwt"
     figure: ClassVar[str] = "Fig. 18"
     description: ClassVar[str] = (
-        "qlm on qlm-wa at 6 req/s (deep queues): R² of predicted vs measured waits by groups "
-        "queued, point and p99 predictions"
+        "bursts of N batch-2 requests on 1 or 2 A100 instances, predictor fitted by a profiling "
+        "run; R² of predicted vs measured waits (all, and >= 4 groups queued) vs queue size"
     )
-    default_requests: ClassVar[int] = 3500
-    scenario: ClassVar[str] = "qlm-wa"
-    rate_rps: ClassVar[float] = 6.0
+    default_requests: ClassVar[int] = max(SIZES)
 
     def execute(self, args: ExperimentArgs, out_dir: Path) -> ExperimentOutput:
-        sc = with_requests(SCENARIOS.create(self.scenario), self.requests(args))
-        workload = sc.workload.with_total_rate(self.rate_rps)
-        requests = generate(workload, args.seed)
-        with progress(args.progress, len(requests), self.name) as tick:
-            run = run_stack(sc.cluster, STACKS.create("qlm"), requests, tick)
-        qlm = run.qlm
-        assert qlm is not None, "the qlm stack runs a QLMPolicy"
-        cls = {r.request_id: r.slo.class_name for r in requests}
-        scores = {"point": qlm.accuracy, "p99": qlm.accuracy_quantile}
-        results: dict[str, Any] = {"scenario": self.scenario, "rate_rps": self.rate_rps}
-        results["attainment"] = run.summary.slo_attainment
-        results["throughput_rps"] = run.summary.throughput_rps
-        results["evictions"] = run.summary.evictions
-        rows: list[list[str]] = []
-        for kind, acc in scores.items():
-            binned = acc.r2_by(EDGES, key="groups_queued")
-            classes = by_class(acc.pairs(), cls)
-            results[kind] = {
-                "pairs": len(acc),
-                "r2": acc.r2(),
-                "by_groups_queued": [{"groups": g, "n": n, "r2": r2} for g, n, r2 in binned],
-                "by_class": [{"class": c, "n": n, "r2": r2} for c, n, r2 in classes],
-            }
-            rows.append([kind, "all", str(len(acc)), _r2(acc.r2())])
-            rows += [[kind, f"groups {g}", str(n), _r2(r2)] for g, n, r2 in binned]
-            rows += [[kind, f"class {c}", str(n), _r2(r2)] for c, n, r2 in classes]
-        table = markdown_table(["prediction", "subset", "pairs", "R²"], rows, left=(0, 1))
-        return ExperimentOutput(
-            results=results,
-            tables=[("R² of predicted vs measured wait", table)],
-            figures=[self._figure(scores, out_dir)],
-            notes=[
-                f"qlm on {self.scenario} at {self.rate_rps:g} req/s: SLO attainment "
-                f"{100 * run.summary.slo_attainment:.1f}%, {run.summary.evictions} evictions",
-                "measured wait: arrival to pull into an engine; predicted at arrival",
-            ],
+        sc = SCENARIOS.create("qlm-wa")
+        stream = next(s for s in sc.workload.streams if s.name == "batch-2")
+        stream = stream.model_copy(update={"rate_rps": BURST_RPS})
+        sizes = [n for n in SIZES if n <= self.requests(args)] or [self.requests(args)]
+        sizes = thin(sizes, args.max_points)
+        profiling = generate(
+            WorkloadSpec(streams=[stream], requests=PROFILING_REQUESTS), args.seed + 1
         )
-
-    def _figure(self, scores: dict[str, RWTAccuracy], out_dir: Path) -> Path:
-        labels = [g for g, _, _ in scores["point"].r2_by(EDGES)]
-        bars: dict[str, list[float | None]] = {
-            kind: [r2 for _, _, r2 in acc.r2_by(EDGES)] for kind, acc in scores.items()
-        }
-        pairs = scores["point"].pairs()
-        step = max(1, len(pairs) // MAX_SCATTER)
-        sample = pairs[::step]
-        return save_figure(
+        rows: list[list[str]] = []
+        points: list[dict[str, Any]] = []
+        series: dict[str, list[float | None]] = {}
+        for inst in INSTANCES:
+            for n in sizes:
+                requests = generate(WorkloadSpec(streams=[stream], requests=n), args.seed)
+                snap = requests[-1].arrival_s + 1e-3
+                stack = qlm_stack(
+                    "qlm", {"rwt_snapshot_s": snap, "grouping": {"recluster_interval_s": 1e9}}
+                )
+                sim = Simulator(sc.cluster.with_instances(inst), stack, requests)
+                policy = sim.global_policy
+                assert isinstance(policy, QLMPolicy)
+                for r in profiling:  # workload profiling: μ_o, σ_o known before the burst
+                    policy.lengths.observe(r, r.output_tokens_to_generate)
+                sim.run()
+                pairs = [p for p in policy.accuracy.pairs()]
+                deep = [p for p in pairs if p.groups_queued >= 4]
+                groups = max((p.groups_queued for p in pairs), default=0)
+                r2_all, r2_deep = _r2(pairs), _r2(deep)
+                points.append(
+                    {
+                        "instances": inst,
+                        "requests": n,
+                        "max_groups_queued": groups,
+                        "pairs": len(pairs),
+                        "r2": r2_all,
+                        "pairs_4_groups": len(deep),
+                        "r2_4_groups": r2_deep,
+                    }
+                )
+                series.setdefault(f"{inst} instance(s), all", []).append(r2_all)
+                series.setdefault(f"{inst} instance(s), >= 4 groups", []).append(r2_deep)
+                rows.append(
+                    [
+                        str(inst),
+                        str(n),
+                        str(groups),
+                        str(len(pairs)),
+                        fmt_num(r2_all, 3),
+                        str(len(deep)),
+                        fmt_num(r2_deep, 3),
+                    ]
+                )
+        headers = [
+            "instances",
+            "burst",
+            "max groups queued",
+            "pairs",
+            "R²",
+            "pairs >= 4 groups",
+            "R² >= 4 groups",
+        ]
+        fig = save_figure(
             out_dir / f"{self.name}.png",
             [
                 Panel(
-                    "bar", "R² by groups queued", "groups queued", "R²", labels, bars, (-1, 1.05)
-                ),
-                Panel(
-                    "scatter",
-                    "Point prediction vs measured wait",
-                    "predicted wait (s)",
-                    "measured wait (s)",
-                    [p.predicted_wait_s for p in sample],
-                    {"requests": [p.measured_wait_s for p in sample]},
-                ),
+                    "line",
+                    "R² of predicted vs measured wait",
+                    "requests in the burst",
+                    "R²",
+                    [float(n) for n in sizes],
+                    series,
+                    (0.0, 1.02),
+                    logx=True,
+                )
             ],
-            f"{self.name} ({self.figure}): RWT estimator, {self.scenario} at {self.rate_rps:g} r/s",
+            f"{self.name} ({self.figure}): RWT estimator on draining queues",
+        )
+        return ExperimentOutput(
+            results={"burst_rps": BURST_RPS, "sizes": sizes, "points": points},
+            tables=[("R² by burst size", markdown_table(headers, rows, (0,)))],
+            figures=[fig],
+            notes=[f"predictor fitted on {PROFILING_REQUESTS} completions (seed + 1) first"],
         )

@@ -44,7 +44,7 @@ class QLMSolver(Experiment):
     requests_per_group: ClassVar[int] = 64
     queues: ClassVar[int] = 8
     models: ClassVar[int] = 4
-    repeats: ClassVar[int] = 5
+    repeats: ClassVar[int] = 10
 
     def queue_sizes(self, args: ExperimentArgs) -> list[int]:
         top = self.requests(args)
@@ -81,7 +81,15 @@ class QLMSolver(Experiment):
                         "statuses": dict(sorted(statuses[s].items())),
                     }
                 )
-        headers = ["solver", "queued requests", "groups", "median ms", "p95 ms", "ms / request"]
+        headers = [
+            "solver",
+            "queued requests",
+            "groups",
+            "median ms",
+            "p95 ms",
+            "ms / request",
+            "statuses",
+        ]
         table = [
             [
                 r["solver"],
@@ -90,6 +98,7 @@ class QLMSolver(Experiment):
                 fmt_num(r["median_ms"], 1),
                 fmt_num(r["p95_ms"], 1),
                 f"{r['ms_per_request']:.5f}",
+                ", ".join(f"{k} {v}" for k, v in r["statuses"].items()),
             ]
             for r in rows
         ]
@@ -102,7 +111,7 @@ class QLMSolver(Experiment):
                 "ilp_config": cfg.model_dump(),
                 "rows": rows,
             },
-            tables=[("Global scheduler solve time", markdown_table(headers, table, left=(0,)))],
+            tables=[("Global scheduler solve time", markdown_table(headers, table, left=(0, 6)))],
             figures=[self._figure(rows, out_dir)],
             notes=[
                 f"{self.queues} queues, {self.models} models, {self.repeats} problems per size; "

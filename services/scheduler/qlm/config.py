@@ -50,6 +50,9 @@ class QLMConfig(BaseModel):
     """How often (seconds) step ends re-check the RWT predictions for violations."""
     replan_min_interval_s: float = Field(1.0, ge=0)
     """At least this long (seconds) between two global-scheduler runs."""
+    rebalance_fraction: float = Field(0.2, gt=0, le=1)
+    """Re-plan when the virtual queues' predicted drain times differ by more than this fraction
+    of the longest (load balancing as groups grow after placement)."""
     reject_over_slo_factor: float | None = Field(3.0, gt=1.0)
     """Admission: after a replan, reject an arrival whose predicted wait exceeds this multiple of
     its TTFT SLO (predicted infeasibility; counted as a scale-up hint). None: never reject."""

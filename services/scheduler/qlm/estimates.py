@@ -10,6 +10,7 @@ catalogue) its rates come from `QLMConfig.fallback_output_tokens_s`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from services.scheduler.cluster_view import InstanceHandle
@@ -45,6 +46,7 @@ class QueueEstimator:
         self.rwt = RWTEstimator(z_for_percentile(cfg.slo_percentile))
         self.rwt_mean = RWTEstimator(0.0)  # point estimates, scored against measured waits
         self._rates: dict[tuple[str, str], tuple[float, float, InstanceRates]] = {}
+        self._by_lengths: dict[tuple[str, str, int, int], InstanceRates] = {}
         self._n = 0
         self._mean_in = 512.0
         self._mean_out = 256.0
@@ -56,7 +58,22 @@ class QueueEstimator:
         self._mean_in += k * (request.input_tokens - self._mean_in)
         self._mean_out += k * (mean_output_tokens - self._mean_out)
 
-    def rates(self, instance: str, model: str) -> InstanceRates:
+    def rates(
+        self,
+        instance: str,
+        model: str,
+        mean_in: float | None = None,
+        mean_out: float | None = None,
+    ) -> InstanceRates:
+        """Θ, P, d of `instance` serving `model` for a batch of the given mean lengths (default:
+        the running means of all arrivals). Cached per 10% step of either length."""
+        if mean_in is not None and mean_out is not None and mean_in > 0 and mean_out > 0:
+            k = (instance, model, _step(mean_in), _step(mean_out))
+            hit_l = self._by_lengths.get(k)
+            if hit_l is None:
+                hit_l = self._compute(instance, model, mean_in, mean_out)
+                self._by_lengths[k] = hit_l
+            return hit_l
         key = (instance, model)
         hit = self._rates.get(key)
         if hit is not None:
@@ -66,6 +83,11 @@ class QueueEstimator:
                 and abs(self._mean_out - o0) <= _RATES_DRIFT * o0
             ):
                 return r
+        r = self._compute(instance, model, self._mean_in, self._mean_out)
+        self._rates[key] = (self._mean_in, self._mean_out, r)
+        return r
+
+    def _compute(self, instance: str, model: str, mean_in: float, mean_out: float) -> InstanceRates:
         inst = self.instances[instance]
         try:
             profile = inst.profile(model)
@@ -75,10 +97,30 @@ class QueueEstimator:
             r = InstanceRates(theta, prefill_s=d, decode_token_s=d, batch=inst.max_num_seqs)
         else:
             r = InstanceRates.from_profile(
-                profile, self._mean_in, self._mean_out, max_num_seqs=inst.max_num_seqs
+                profile, mean_in, mean_out, max_num_seqs=inst.max_num_seqs
             )
-        self._rates[key] = (self._mean_in, self._mean_out, r)
         return r
+
+    def _queue_rates(self, name: str, groups: list[RequestGroup]) -> dict[str, InstanceRates]:
+        """Rates per model for the mix of lengths queued on `name`: a queue of long prompts
+        runs at a lower Θ than one of short ones."""
+        sums: dict[str, list[float]] = {}
+        for g in groups:
+            s = sums.setdefault(g.model, [0.0, 0.0, 0.0])
+            s[0] += g.input_tokens_sum
+            s[1] += g.output_tokens_mean_sum
+            s[2] += g.size
+        return {
+            m: self.rates(name, m, s[0] / s[2], s[1] / s[2]) if s[2] else self.rates(name, m)
+            for m, s in sums.items()
+        }
+
+    def _group_rates(self, name: str, g: RequestGroup) -> InstanceRates:
+        if g.size == 0:
+            return self.rates(name, g.model)
+        return self.rates(
+            name, g.model, g.input_tokens_sum / g.size, g.output_tokens_mean_sum / g.size
+        )
 
     # ---- per queue ------------------------------------------------------------------------------
     def _load(self, g: RequestGroup) -> GroupLoad:
@@ -117,7 +159,7 @@ class QueueEstimator:
         SLO quantile."""
         groups = [self.grouper.group(g) for g in self.vqs.order(name)]
         ready, drain, active = self._ready_and_drain(name)
-        rates = {g.model: self.rates(name, g.model) for g in groups}
+        rates = self._queue_rates(name, groups)
         loads = [self._load(g) for g in groups]
         rwt = self.rwt_mean if point else self.rwt
         return rwt.queue_estimates(loads, rates, ready, self.swap_costs(name), drain, active)
@@ -135,10 +177,11 @@ class QueueEstimator:
         ids = self.vqs.order(name)
         est = self.estimates(name, point)[ids.index(group.group_id)]
         rwt = self.rwt_mean if point else self.rwt
+        queued = [self.grouper.group(g) for g in ids]
         waits = rwt.request_waits_in_group(
             self._load(group),
             est.start_s,
-            self.rates(name, group.model),
+            self._queue_rates(name, queued)[group.model],
             ahead_mean_tokens=est.ahead_mean_tokens,
             ahead_var_tokens=est.ahead_var_tokens,
         )
@@ -171,7 +214,7 @@ class QueueEstimator:
             if g.size == 0:
                 continue
             load = self._load(g)
-            service = {q: self.rwt.service_s(load, self.rates(q, g.model)) for q in eligible(g)}
+            service = {q: self.rwt.service_s(load, self._group_rates(q, g)) for q in eligible(g)}
             if service:
                 deadline = g.earliest_deadline_abs_s - now_s
                 jobs.append(GroupJob(g.group_id, g.model, g.size, deadline, service))
@@ -179,3 +222,8 @@ class QueueEstimator:
 
     def _models(self) -> set[str]:
         return {g.model for g in self.grouper.groups() if g.size > 0}
+
+
+def _step(tokens: float) -> int:
+    """Index of the 10% step `tokens` falls in (log scale): the rates cache key."""
+    return round(math.log(tokens) / math.log(1.1))

@@ -38,6 +38,7 @@ class QLMStats:
     reordered_groups: int = 0
     predicted_violations: int = 0
     rejected_infeasible: int = 0
+    rebalances: int = 0
     reclusters: int = 0
     instances_lost: int = 0
 
@@ -244,6 +245,20 @@ class QLMPolicy(GlobalPolicy):
         if late:
             self.stats.predicted_violations += 1
             self._replan(now_s)
+        elif self.cfg.lso.balance and self._imbalanced(now_s):
+            self.stats.rebalances += 1
+            self._replan(now_s)
+
+    def _imbalanced(self, now_s: float) -> bool:
+        """Groups grow after placement, so queues drift apart; re-plan (which balances) when
+        the predicted drain times differ by more than `rebalance_fraction` of the longest."""
+        backlogs = [self.estimator.backlog_s(n, now_s) for n in self.vqs.names()]
+        if len(backlogs) < 2:
+            return False
+        longest = max(backlogs)
+        if longest < 10 * self.cfg.check_interval_s:
+            return False
+        return longest - min(backlogs) > self.cfg.rebalance_fraction * longest
 
     def _replan(self, now_s: float, force: bool = False) -> bool:
         if not force and now_s - self._last_plan_s < self.cfg.replan_min_interval_s:
