@@ -32,8 +32,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seconds", type=int, default=90, help="load duration per policy")
     p.add_argument("--slo-mix", default="tight:0.3,batch-2:0.7", help="class:weight,...")
     p.add_argument("--class-max-tokens", default="tight:8,batch-2:192", help="class:max_tokens,...")
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        help="running requests per replica engine (and the scheduler's view of it); fewer seats "
+        "make requests queue at a load this machine can carry",
+    )
     p.add_argument("--out", type=Path, default=Path("runs/bench-live.json"))
     p.set_defaults(func=run)
+
+
+def _with_seats(config: dict[str, Any], seats: int) -> dict[str, Any]:
+    for app in config["applications"]:
+        args = app.setdefault("args", {})
+        if app["name"] == "scheduler":
+            args["max_num_seqs_per_replica"] = seats
+        elif app["name"].startswith("replica-"):
+            if args.get("engine") == "vllm":
+                args.setdefault("vllm", {})["max_num_seqs"] = seats
+            else:
+                args.setdefault("engine_config", {})["max_num_seqs"] = seats
+    return config
 
 
 def _served_model(config: dict[str, Any]) -> str:
@@ -79,6 +98,10 @@ def _locust(args: argparse.Namespace, http: str, model: str, out: Path) -> dict[
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     base = mesh.load_config(mesh.CONFIGS[args.engine])
+    if args.max_num_seqs is not None:
+        if args.max_num_seqs < 1:
+            raise UsageError(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")
+        base = _with_seats(base, args.max_num_seqs)
     configs = {}
     for policy in policies:
         try:
