@@ -147,11 +147,14 @@ class QueueEstimator:
         r = self.rates(name, status.active_model)
         return (status.waiting + 1) * self._mean_out / r.theta_tok_s
 
-    def swap_costs(self, name: str) -> dict[str, float]:
+    def swap_costs(self, name: str, models: set[str] | None = None) -> dict[str, float]:
+        """Load time of each model on `name` (default: the models of its queue); nothing when
+        the swap LSO is off (the planner then ignores swaps)."""
         if not self.cfg.lso.swap:
             return {}
+        if models is None:
+            models = {self.grouper.group(g).model for g in self.vqs.order(name)}
         inst = self.instances[name]
-        models = {self.grouper.group(g).model for g in self.vqs.order(name)}
         return {m: inst.load_time_s(m) for m in models}
 
     def estimates(self, name: str, point: bool = False) -> list[GroupEstimate]:
@@ -203,11 +206,7 @@ class QueueEstimator:
         slots = []
         for name in self.vqs.names():
             ready, drain, active = self._ready_and_drain(name)
-            swap = (
-                {m: self.instances[name].load_time_s(m) for m in self._models()}
-                if self.cfg.lso.swap
-                else {}
-            )
+            swap = self.swap_costs(name, self._models())
             slots.append(QueueSlot(name, active, ready, drain if self.cfg.lso.swap else 0.0, swap))
         jobs = []
         for g in self.grouper.groups():

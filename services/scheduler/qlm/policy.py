@@ -20,7 +20,7 @@ from services.scheduler.cluster_view import InstanceHandle, Rejector
 from services.scheduler.global_policy import GlobalPolicy
 from services.scheduler.qlm.config import QLMConfig
 from services.scheduler.qlm.estimates import QueueEstimator
-from services.scheduler.qlm.groups import Grouper, OutputEstimate, RequestGroup
+from services.scheduler.qlm.groups import Grouper, RequestGroup
 from services.scheduler.qlm.lengths import LengthEstimator, TrueLengths
 from services.scheduler.qlm.lso import Placed, ServingOps
 from services.scheduler.qlm.rwt_accuracy import RWTAccuracy
@@ -311,6 +311,3 @@ class QLMPolicy(GlobalPolicy):
         self.grouper.remove(request_id)
         if group is not None and group.size == 0:
             self.vqs.remove(group.group_id)
-
-    def estimate_of(self, request: Request) -> OutputEstimate:
-        return self.lengths.estimate(request)

@@ -17,6 +17,9 @@ from shared.sim.cluster import ClusterSpec, InstanceSpec
 from shared.sim.simulator import Simulator
 
 STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic"]
+# `qlm` gives HiGHS a wall-clock time limit, so which incumbent it returns (and the run) can
+# depend on machine load; its seed-determinism is checked with the heuristic solver instead.
+SEED_DETERMINISTIC = [s for s in STACK_NAMES if s != "qlm"]
 QLM_VARIANTS = [  # one setting of `qlm` changed each: run in tests/unit/scheduler/qlm/
     "qlm-no-pull",
     "qlm-no-evict",
@@ -30,7 +33,7 @@ def test_sim_every_stack_is_tested():
     assert sorted(STACK_NAMES + QLM_VARIANTS) == STACKS.names()
 
 
-@pytest.mark.parametrize("stack", STACK_NAMES)
+@pytest.mark.parametrize("stack", SEED_DETERMINISTIC)
 def test_sim_same_seed_same_records(sims, smoke, smoke_run, stack):
     first = smoke_run(stack, 0)
     again = sims.simulate(smoke.cluster, stack, sims.requests(0))  # a fresh, uncached run
