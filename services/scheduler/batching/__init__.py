@@ -1,0 +1,1 @@
+"""Batch formation for static-batching engines (SCLS DP batching, UELLM SLO-ODBS, FIFO)."""
