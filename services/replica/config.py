@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.replica.scorpio.config import ScorpioConfig
+
 GiB = 1 << 30
 
 
@@ -36,3 +38,5 @@ class EngineConfig(BaseModel):
     static_iteration_limit: int | None = Field(None, ge=1)
     """Static mode: decode iterations per batch (a slice); None runs until the longest finishes.
     Requests unfinished at the limit go back to the queue and re-prefill their context."""
+    scorpio: ScorpioConfig | None = None
+    """Continuous mode: SCORPIO's TTFT guard, VBS admission and credit batching (None: off)."""

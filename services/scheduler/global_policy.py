@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from services.replica.core.engine_core import SliceEntry
 from services.scheduler.cluster_view import InstanceHandle, Rejector
 from services.scheduler.routers.base import Router
 from shared.domain import Request
@@ -33,6 +34,13 @@ class GlobalPolicy(ABC):
         self, request: Request, instance: str, output_tokens: int, now_s: float
     ) -> None:
         """`request` finished on `instance` with `output_tokens` tokens. Default: nothing."""
+
+    def on_slice_end(self, entry: SliceEntry, instance: str, now_s: float) -> None:
+        """An unfinished request left `instance` at the end of its slice (pre-formed batches)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} submits no pre-formed batches, so no slice can end: "
+            f"request {entry.request.request_id} on {instance} would be lost"
+        )
 
     def describe(self, request_id: str) -> dict[str, str | int | float]:
         """Where the policy holds a request (group, queue, position) for trace spans."""

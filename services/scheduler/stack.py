@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from services.replica.scorpio.config import ScorpioConfig
 from services.scheduler.global_policy import GlobalPolicy
 
 
@@ -17,3 +18,5 @@ class ServingStack:
     queue_policy: str
     engine_mode: Literal["continuous", "static"] = "continuous"
     preemption_mode: Literal["recompute", "swap", "auto"] = "recompute"
+    scorpio: ScorpioConfig | None = None
+    """SCORPIO's engine guards (TTFT guard, VBS admission, credit batching); None: off."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from services.scheduler.batching_stacks import batching_stack_factories
 from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
 from services.scheduler.qlm.stacks import qlm_stack_factories
 from services.scheduler.routers import ROUTERS
+from services.scheduler.scorpio_stacks import scorpio_stack_factories
 from services.scheduler.stack import ServingStack
 from shared.policy import Registry
 
@@ -63,5 +65,7 @@ STACKS: Registry[ServingStack] = Registry(
             )
         ),
     }
-    | qlm_stack_factories(),
+    | qlm_stack_factories()
+    | scorpio_stack_factories()
+    | batching_stack_factories(),
 )

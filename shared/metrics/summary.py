@@ -81,6 +81,9 @@ class PolicySummary:
     policy: str
     slo_attainment: float
     attainment_by_class: dict[str, float]
+    tpot_attainment_admitted: float
+    """Of the finished requests with a TPOT target, the share that met it (SCORPIO's TPOT guard
+    protects admitted requests; rejected ones are not in the denominator). 1.0 when none."""
     goodput_rps: float
     throughput_rps: float
     throughput_tok_s: float
@@ -147,6 +150,18 @@ def _class_summary(records: list[RequestRecord]) -> ClassSummary:
     )
 
 
+def tpot_attainment_admitted(finished: list[RequestRecord]) -> float:
+    """Share of finished requests with a TPOT target whose mean TPOT met it (1.0 if none)."""
+    targeted = [r for r in finished if r.tpot_target_s is not None]
+    if not targeted:
+        return 1.0
+    ok = sum(
+        r.tpot_s is not None and r.tpot_target_s is not None and r.tpot_s <= r.tpot_target_s + 1e-9
+        for r in targeted
+    )
+    return ok / len(targeted)
+
+
 def load_imbalance(instances: list[InstanceStats]) -> float:
     """Population std-dev of last_finish_s over instances that finished something (0.0 if < 2)."""
     finishes = [i.last_finish_s for i in instances if i.last_finish_s is not None]
@@ -174,6 +189,7 @@ def summarize(run: RunResult) -> PolicySummary:
         policy=run.policy,
         slo_attainment=_fraction(met, len(records)),
         attainment_by_class={name: cs.attainment for name, cs in by_class.items()},
+        tpot_attainment_admitted=tpot_attainment_admitted(finished),
         goodput_rps=_rate(met, duration),
         throughput_rps=_rate(len(finished), duration),
         throughput_tok_s=_rate(sum(r.output_tokens for r in finished), duration),

@@ -10,6 +10,7 @@ from shared.scenarios.others import (
     scorpio_bursty,
     scorpio_mixed,
     smoke,
+    uellm_odbs,
 )
 from shared.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
 from shared.scenarios.spec import ScenarioSpec
@@ -24,6 +25,7 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "scorpio-mixed": scorpio_mixed,
         "scorpio-bursty": scorpio_bursty,
         "scls-static": scls_static,
+        "uellm-odbs": uellm_odbs,
         "azure-conv": azure_conv,
         "azure-code": azure_code,
     },

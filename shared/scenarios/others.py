@@ -5,6 +5,9 @@ scorpio-mixed (SCORPIO 2025): Llama-3.1-8B with three TTFT/TPOT classes (0.5 s/5
 (`scorpio-bursty`: Gamma arrivals with CV 3), at the heavy overload where vllm-fcfs attains
 10-25%. scls-static (SCLS): static-batching engines (HF) serving LLaMA-13B on A100s; here 2x
 A100-80GB at a rate above `sls` capacity, so throughput measures capacity; TTFT SLO is lax.
+uellm-odbs (UELLM Fig. 4): static-batching engines (HF in the paper) serving requests with
+end-to-end SLOs of 90/180/300 s; here Llama-2-13B on 2x A100-80GB at a rate near static-batching
+capacity, where batch composition decides who meets the deadline.
 azure-conv / azure-code: the Azure LLM 2023 traces replayed with their own arrival times
 (time-scaled to the rate) and their own lengths, Llama-3.1-8B on 2x A100-80GB.
 """
@@ -74,6 +77,30 @@ def scls_static() -> ScenarioSpec:
         ),
         default_policies=["sls", "vllm-fcfs"],
         sweep_rates_rps=[1, 2, 4, 8],
+    )
+
+
+def uellm_odbs() -> ScenarioSpec:
+    streams = [
+        StreamSpec(
+            name=cls,
+            slo_class=cls,
+            models=["llama-2-13b"],
+            rate_rps=1.0 / 3,
+            lengths=_CONV,
+        )
+        for cls in ("e2e-90", "e2e-180", "e2e-300")
+    ]
+    return ScenarioSpec(
+        name="uellm-odbs",
+        description="Llama-2-13B on 2x A100-80GB, static batching, end-to-end SLOs 90/180/300 s",
+        paper_setup=_PAPER,
+        workload=WorkloadSpec(streams=streams, requests=1500),
+        cluster=ClusterSpec(
+            instances=[InstanceSpec(gpu="A100-80GB", models=["llama-2-13b"], count=2)]
+        ),
+        default_policies=["fifo-batching", "slo-odbs-paper", "slo-odbs", "slo-dbs", "odbs"],
+        sweep_rates_rps=[0.5, 1.0, 1.5, 2.0],
     )
 
 

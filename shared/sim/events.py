@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from services.replica.core.engine_core import SliceEntry
 from services.replica.core.outputs import StepKind, StepPlan
 from shared.domain import Request
 
@@ -47,6 +48,8 @@ class Schedule:
         if inst.in_flight is not None:
             return []
         plan = inst.core.schedule(self.time_s)
+        for seq, reason in plan.rejected:
+            sim.reject(seq.request, reason, self.time_s)
         if plan.kind is StepKind.IDLE:
             return []
         inst.in_flight = plan
@@ -66,6 +69,11 @@ class StepEnd:
         inst.in_flight = None
         for seq in result.finished:
             sim.record_finish(seq, inst.name)
+        for seq in result.sliced:
+            entry = SliceEntry(
+                seq.request, seq.num_output_tokens, seq.first_token_s, seq.preemptions
+            )
+            sim.global_policy.on_slice_end(entry, inst.name, self.time_s)
         sim.global_policy.on_step_end(inst, self.time_s)
         inst.schedule_pending = True
         return [Schedule(self.time_s, inst)]

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from services.replica.config import EngineConfig
-from services.replica.core.engine_core import EngineStatus, RequestTooLarge, SimEngineCore
+from services.replica.core.engine_core import (
+    EngineStatus,
+    RequestTooLarge,
+    SimEngineCore,
+    SliceEntry,
+)
 from services.replica.core.outputs import StepPlan
 from services.replica.core.sequence import SeqStatus
 from services.scheduler.cluster_view import WorkItem
@@ -95,3 +100,18 @@ class SimInstance:
         done = self.core.resume(request_ids, now_s)
         self.sim.kick(self, now_s)
         return done
+
+    def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
+        """Queue a pre-formed batch for one slice (static engines: SCLS, UELLM)."""
+        fitting = []
+        for e in entries:
+            try:
+                self.core.check_fits(e.request)
+            except RequestTooLarge as err:
+                self.sim.reject(e.request, str(err), now_s)
+                continue
+            fitting.append(e)
+            self.sim.record_placement(e.request.request_id, self._name)
+        if fitting:
+            self.core.add_batch(fitting, iterations, now_s)
+        self.sim.kick(self, now_s)

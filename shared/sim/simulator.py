@@ -41,6 +41,7 @@ class Simulator:
                 "queue_policy": stack.queue_policy,
                 "mode": stack.engine_mode,
                 "preemption_mode": stack.preemption_mode,
+                "scorpio": stack.scorpio,
             }
         )
         self.instances: list[SimInstance] = []

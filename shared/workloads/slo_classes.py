@@ -10,6 +10,11 @@ SCORPIO (§3; the classes its authors use when a trace has none; TTFT deadline a
     "chat"         TTFT 3 s,   TPOT 30 ms   (streaming chat: smooth, fast tokens)
     "relaxed"      TTFT 15 s,  TPOT 50 ms   (tolerant of queueing)
 
+UELLM (§5; end-to-end deadlines; the reference code draws SLOs of 90-300 s):
+    "e2e-90"       end-to-end 90 s (TTFT deadline = the same 90 s)
+    "e2e-180"      end-to-end 180 s
+    "e2e-300"      end-to-end 300 s
+
 Look a class up with `get_slo_class(name)` (ValueError listing the valid names when unknown) or
 `CLASS_PRESETS[name]` (KeyError listing them).
 """
@@ -70,7 +75,13 @@ SCORPIO_CLASSES: tuple[SLOClass, ...] = (
     SLOClass("relaxed", ttft_deadline_s=15.0, tpot_target_s=0.050),
 )
 
-CLASS_PRESETS: dict[str, SLOClass] = _Presets({c.name: c for c in QLM_CLASSES + SCORPIO_CLASSES})
+UELLM_CLASSES: tuple[SLOClass, ...] = tuple(
+    SLOClass(f"e2e-{s}", ttft_deadline_s=float(s), e2e_deadline_s=float(s)) for s in (90, 180, 300)
+)
+
+CLASS_PRESETS: dict[str, SLOClass] = _Presets(
+    {c.name: c for c in QLM_CLASSES + SCORPIO_CLASSES + UELLM_CLASSES}
+)
 
 
 def get_slo_class(name: str) -> SLOClass:

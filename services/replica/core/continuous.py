@@ -6,6 +6,10 @@ prefill) within the token budget, preempting the highest-key running sequence wh
 (2) if nothing was preempted, waiting sequences in key order are admitted while budget, seats and
 KV allow. A waiting head for another model blocks admission (head-of-line) and, once the instance
 drains, triggers a model load.
+
+Three hooks let SLO-aware planners (services/replica/core/scorpio_planner.py) change a step
+without copying it: `guard` may reject waiting requests first, `decode_set` picks which decoding
+sequences get a token this step (default: all), `may_admit` vetoes an admission (default: none).
 """
 
 from __future__ import annotations
@@ -27,16 +31,21 @@ class ContinuousPlanner:
             not core.running and head is not None and head.model != core.tiers.active
         ):
             return core.load_plan(head.model, now_s) if head else StepPlan(StepKind.IDLE, now_s)
+        self.guard(core, plan, now_s)
         if core.policy.evict_for_waiting and head is not None:
             self._evict_for_head(core, head, plan, now_s)
         made_room = len(plan.preempted)
         budget = core.config.max_num_batched_tokens
         scheduled: set[int] = set()
+        decoding = [s for s in core.running if _is_decode(s)]
+        chosen = {id(s) for s in self.decode_set(core, decoding, now_s)}
         for seq in sorted(core.running, key=lambda s: s.key):
             if budget <= 0:
                 break
             if seq.status is not SeqStatus.RUNNING:
                 continue  # preempted earlier in this loop
+            if _is_decode(seq) and id(seq) not in chosen:
+                continue  # its decode sits this step out (credit batching)
             k = min(seq.uncomputed_tokens, budget)
             while not core.pool.can_hold(seq, seq.num_computed_tokens + k):
                 # highest key loses; among ties the most recently admitted (vLLM pops running[-1])
@@ -68,6 +77,8 @@ class ContinuousPlanner:
             k = min(seq.uncomputed_tokens, budget)
             if not core.pool.can_hold(seq, seq.num_computed_tokens + k):
                 return
+            if not self.may_admit(core, seq, now_s):
+                return
             core.waiting.pop(now_s)
             core.swap_in(seq, plan)
             seq.status = SeqStatus.RUNNING
@@ -75,6 +86,20 @@ class ContinuousPlanner:
             core.pool.grow(seq, seq.num_computed_tokens + k)
             plan.chunks.append(ScheduledChunk(seq, k))
             budget -= k
+
+    # ---- hooks (defaults: vLLM's behaviour) ----------------------------------------------------
+    def guard(self, core: SimEngineCore, plan: StepPlan, now_s: float) -> None:
+        """Reject waiting requests before planning (via core.reject_waiting). Default: none."""
+
+    def decode_set(
+        self, core: SimEngineCore, decoding: list[Sequence], now_s: float
+    ) -> list[Sequence]:
+        """The decoding sequences that get a token this step. Default: all of them."""
+        return decoding
+
+    def may_admit(self, core: SimEngineCore, seq: Sequence, now_s: float) -> bool:
+        """Whether the waiting head may join the running batch now. Default: yes."""
+        return True
 
     def _evict_for_head(
         self, core: SimEngineCore, head: Sequence, plan: StepPlan, now_s: float
@@ -119,3 +144,8 @@ class ContinuousPlanner:
                 core.finish(seq, plan.end_s)
                 result.finished.append(seq)
         return result
+
+
+def _is_decode(seq: Sequence) -> bool:
+    """A running sequence whose prompt is computed and that needs exactly its next token."""
+    return seq.uncomputed_tokens == 1 and seq.num_output_tokens > 0

@@ -7,6 +7,7 @@ the HardwareProfile of the active model. Batching is delegated to a planner (con
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from services.replica.config import EngineConfig
@@ -18,6 +19,20 @@ from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from services.replica.core.waiting_queue import WaitingQueue
 from services.replica.policies import QUEUE_POLICIES
 from shared.domain import HardwareProfile, Request
+
+
+@dataclass(frozen=True, slots=True)
+class SliceEntry:
+    """A request handed to an engine for one slice of a pre-formed batch (SCLS/UELLM).
+
+    output_tokens: tokens it generated in earlier slices (its context is prompt + these);
+    first_token_s: when its first token came (None before its first slice).
+    """
+
+    request: Request
+    output_tokens: int = 0
+    first_token_s: float | None = None
+    preemptions: int = 0
 
 
 class RequestTooLarge(ValueError):
@@ -60,6 +75,8 @@ class SimEngineCore:
         self.running: list[Sequence] = []
         self.evicted: dict[str, Sequence] = {}
         self.seqs: dict[str, Sequence] = {}
+        self.batches: deque[tuple[list[Sequence], int]] = deque()
+        """Pre-formed batches (static mode) with their decode iterations, served in order."""
         self.pending_swap_out_tokens = 0
         self.preemptions = 0
         self.model_swaps = 0
@@ -67,7 +84,7 @@ class SimEngineCore:
         self.kv_block_seconds = 0.0
         self._outstanding_out = 0  # Σ remaining output tokens of live sequences
         self._uncomputed = 0  # Σ uncomputed tokens of live sequences
-        self.planner = make_planner(config.mode)
+        self.planner = make_planner(config)
 
     # ---- requests in and out -------------------------------------------------------------
     def add_request(self, request: Request, now_s: float) -> Sequence:
@@ -75,6 +92,16 @@ class SimEngineCore:
             raise ValueError(f"request_id '{request.request_id}' already in engine {self.name}")
         if request.model not in self.tiers.profiles:
             raise ValueError(f"instance {self.name} cannot serve model '{request.model}'")
+        self.check_fits(request)
+        seq = Sequence(request=request, enqueue_s=now_s)
+        self.seqs[request.request_id] = seq
+        self._outstanding_out += seq.target_output_tokens
+        self._uncomputed += seq.uncomputed_tokens
+        self.waiting.push(seq, now_s)
+        return seq
+
+    def check_fits(self, request: Request) -> None:
+        """RequestTooLarge if prompt + max_tokens can never fit this instance's KV cache."""
         bs = self.config.block_size_tokens
         cap = self.tiers.profiles[request.model].kv_capacity_tokens // bs * bs  # whole blocks
         if request.input_tokens + request.max_tokens > cap:
@@ -82,12 +109,39 @@ class SimEngineCore:
                 f"input_tokens + max_tokens = {request.input_tokens + request.max_tokens} exceeds "
                 f"the KV capacity of instance {self.name} for {request.model} ({cap} tokens)"
             )
-        seq = Sequence(request=request, enqueue_s=now_s)
-        self.seqs[request.request_id] = seq
-        self._outstanding_out += seq.target_output_tokens
-        self._uncomputed += seq.uncomputed_tokens
-        self.waiting.push(seq, now_s)
-        return seq
+
+    def add_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
+        """Queue a pre-formed batch for one slice of `iterations` decode steps (static mode).
+
+        Members that finish are returned as finished; the others leave the engine at the end of
+        the slice (StepResult.sliced) for the global pool to batch again.
+        """
+        if self.config.mode != "static":
+            raise ValueError(f"instance {self.name}: add_batch needs a static-mode engine")
+        if not entries or iterations < 1:
+            raise ValueError("add_batch: entries must be non-empty and iterations >= 1")
+        seqs = []
+        for e in entries:
+            seq = self.add_request(e.request, now_s)
+            self.waiting.discard(seq)  # batches bypass the waiting queue
+            seq.status = SeqStatus.BATCHED
+            seq.num_output_tokens = e.output_tokens
+            seq.first_token_s = e.first_token_s
+            seq.preemptions = e.preemptions
+            self._outstanding_out -= e.output_tokens
+            self._uncomputed += e.output_tokens
+            seqs.append(seq)
+        self.batches.append((seqs, iterations))
+
+    def leave_slice(self, seq: Sequence) -> None:
+        """An unfinished member of a pre-formed batch leaves the engine at its slice end."""
+        self._outstanding_out -= seq.remaining_output_tokens
+        self._uncomputed -= seq.uncomputed_tokens
+        self.running.remove(seq)
+        self.pool.release(seq)
+        seq.kv = KVLocation.NONE
+        seq.status = SeqStatus.ABORTED
+        del self.seqs[seq.request_id]
 
     def abort(self, request_id: str) -> bool:
         """Stop a request wherever it is and free its KV. False if unknown or already done."""
@@ -101,6 +155,16 @@ class SimEngineCore:
         seq.status = SeqStatus.ABORTED
         del self.seqs[request_id]
         return True
+
+    def reject_waiting(self, seq: Sequence, reason: str, plan: StepPlan) -> None:
+        """Turn a waiting request away (an admission guard decided it cannot meet its SLO)."""
+        self._outstanding_out -= seq.remaining_output_tokens
+        self._uncomputed -= seq.uncomputed_tokens
+        self._drop_kv(seq)
+        self.waiting.discard(seq)
+        seq.status = SeqStatus.ABORTED
+        del self.seqs[seq.request_id]
+        plan.rejected.append((seq, reason))
 
     def evict(self, request_ids: list[str]) -> list[str]:
         """Take running/waiting requests out of service until `resume` (QLM's eviction LSO)."""
@@ -134,7 +198,7 @@ class SimEngineCore:
     # ---- stepping ---------------------------------------------------------------------------
     @property
     def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
+        return bool(self.running) or len(self.waiting) > 0 or bool(self.batches)
 
     def schedule(self, now_s: float) -> StepPlan:
         plan = self.planner.plan(self, now_s)
@@ -268,6 +332,11 @@ class SimEngineCore:
             self.waiting.discard(seq)
         elif seq.status is SeqStatus.EVICTED:
             self.evicted.pop(seq.request_id, None)
+        elif seq.status is SeqStatus.BATCHED:
+            for members, _ in self.batches:
+                if seq in members:
+                    members.remove(seq)
+            self.batches = deque(b for b in self.batches if b[0])
 
     def _new_pool(self, model: str | None) -> BlockPool:
         bs = self.config.block_size_tokens

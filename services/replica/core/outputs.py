@@ -36,6 +36,8 @@ class StepPlan:
     load_model: str | None = None
     kv_used_fraction: float = 0.0
     static_batch_end: bool = False
+    rejected: list[tuple[Sequence, str]] = field(default_factory=list)
+    """Waiting requests the engine's admission guard turned away, with the reason."""
 
     @property
     def end_s(self) -> float:
@@ -49,3 +51,5 @@ class StepResult:
     end_s: float
     emitted: list[Sequence] = field(default_factory=list)
     finished: list[Sequence] = field(default_factory=list)
+    sliced: list[Sequence] = field(default_factory=list)
+    """Unfinished requests whose slice ended; they left the engine for the global pool."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from services.replica.config import EngineConfig
 from services.replica.core.continuous import ContinuousPlanner
 from services.replica.core.outputs import StepPlan, StepResult
+from services.replica.core.scorpio_planner import ScorpioPlanner
 from services.replica.core.static import StaticPlanner
 
 if TYPE_CHECKING:
@@ -18,7 +20,12 @@ class Planner(Protocol):
     def update(self, core: SimEngineCore, plan: StepPlan) -> StepResult: ...
 
 
-def make_planner(mode: str) -> Planner:
+def make_planner(config: EngineConfig) -> Planner:
+    """The planner for `config.mode`; continuous engines with `config.scorpio` set get SCORPIO's
+    guards (services/replica/core/scorpio_planner.py)."""
+    mode = config.mode
+    if mode == "continuous" and config.scorpio is not None:
+        return ScorpioPlanner(config.scorpio)
     planners: dict[str, type[ContinuousPlanner] | type[StaticPlanner]] = {
         "continuous": ContinuousPlanner,
         "static": StaticPlanner,

@@ -11,6 +11,7 @@ from shared.domain import Request
 class SeqStatus(Enum):
     WAITING = "waiting"  # in the waiting queue (fresh, preempted by recompute, or swapped out)
     RUNNING = "running"  # holds GPU KV blocks and is scheduled every step
+    BATCHED = "batched"  # a member of a pre-formed batch queued on a static engine (SCLS/UELLM)
     EVICTED = "evicted"  # taken out by an explicit evict(); waits for resume()
     FINISHED = "finished"
     ABORTED = "aborted"

@@ -1,9 +1,12 @@
 """Static batching (HuggingFace-style, the SLS baseline and SCLS slices).
 
-A batch of up to `static_batch_size` requests is padded to its longest context and runs prefill,
-then decode iterations for every slot (finished ones still occupy their padded slot) until all are
-done or `static_iteration_limit` iterations pass. Results return when the batch ends; unfinished
-requests go back to the queue and re-prefill their context in a later batch (a new slice).
+Pre-formed batches (core.add_batch: SCLS DP batching, UELLM SLO-ODBS) run first, as formed, for
+their given number of iterations; their unfinished members then leave the engine (`sliced`) for the
+global pool. Otherwise a batch of up to `static_batch_size` requests is padded to its longest
+context and runs prefill, then decode iterations for every slot (finished ones still occupy
+their padded slot) until all are done or `static_iteration_limit` iterations pass. Results
+return when the batch ends; unfinished requests go back to the queue and re-prefill their
+context in a later batch (a new slice).
 Memory is reserved for the worst case N·(L_pad + limit) at batch start.
 """
 
@@ -25,9 +28,12 @@ class StaticPlanner:
         self.padded_len = 0
         self.iterations = 0
         self.limit = 0
+        self.preformed = False
 
     def plan(self, core: SimEngineCore, now_s: float) -> StepPlan:
         self.batch = [s for s in self.batch if s.status is SeqStatus.RUNNING]
+        if not self.batch and core.batches:
+            return self._start_preformed(core, now_s)
         if not self.batch:
             head = core.waiting.peek(now_s)
             if head is None:
@@ -39,6 +45,27 @@ class StaticPlanner:
         n = len(self.batch)
         plan.chunks = [ScheduledChunk(s, 1) for s in self.batch if not s.is_done]
         plan.duration_s = core.profile.decode_time_s(self.padded_len + self.iterations, n)
+        return plan
+
+    def _start_preformed(self, core: SimEngineCore, now_s: float) -> StepPlan:
+        batch, limit = core.batches.popleft()
+        model = batch[0].model
+        if model != core.tiers.active:
+            core.batches.appendleft((batch, limit))
+            return core.load_plan(model, now_s)
+        plan = StepPlan(kind=StepKind.EXECUTE, start_s=now_s)
+        pad = max(s.num_tokens for s in batch)
+        pool = core.pool
+        per_seq = min(blocks_for(pad + limit, pool.block_size), pool.num_blocks // len(batch))
+        for seq in batch:
+            core.drop_computed(seq)
+            seq.status = SeqStatus.RUNNING
+            core.running.append(seq)
+            pool.grow(seq, per_seq * pool.block_size)
+        self.batch, self.padded_len, self.limit, self.iterations = batch, pad, limit, 0
+        self.preformed = True
+        plan.chunks = [ScheduledChunk(s, s.num_tokens) for s in batch]
+        plan.duration_s = core.profile.prefill_time_s(len(batch), pad)
         return plan
 
     def _start_batch(self, core: SimEngineCore, now_s: float) -> StepPlan:
@@ -67,6 +94,7 @@ class StaticPlanner:
         for seq in batch:
             pool.grow(seq, per_seq * pool.block_size)
         self.batch, self.padded_len, self.limit, self.iterations = batch, pad, limit, 0
+        self.preformed = False
         plan.chunks = [ScheduledChunk(s, s.num_tokens) for s in batch]
         plan.duration_s = core.profile.prefill_time_s(len(batch), pad)
         return plan
@@ -87,6 +115,9 @@ class StaticPlanner:
                 if seq.is_done:
                     core.finish(seq, plan.end_s)
                     result.finished.append(seq)
+                elif self.preformed:
+                    core.leave_slice(seq)
+                    result.sliced.append(seq)
                 else:
                     core.requeue_slice(seq, plan.end_s)
             self.batch = []

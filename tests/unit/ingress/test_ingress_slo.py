@@ -112,7 +112,7 @@ def test_ingress_slo_bad_header_is_400(headers: dict[str, str], param: str, frag
             {},
             "slo",
             "unknown SLO class 'Interactive'; valid: batch-1, batch-2, "
-            "chat, interactive, relaxed, tight",
+            "chat, e2e-180, e2e-300, e2e-90, interactive, relaxed, tight",
         ),
     ],
 )
@@ -134,7 +134,17 @@ def test_ingress_slo_unknown_key_class_is_server_error() -> None:
 
 
 def test_ingress_slo_policy_defaults_are_presets_in_ms() -> None:
-    assert set(POLICY.classes) == {"interactive", "batch-1", "batch-2", "tight", "chat", "relaxed"}
+    assert set(POLICY.classes) == {
+        "interactive",
+        "batch-1",
+        "batch-2",
+        "tight",
+        "chat",
+        "relaxed",
+        "e2e-90",
+        "e2e-180",
+        "e2e-300",
+    }
     assert POLICY.classes["tight"].ttft_ms == pytest.approx(500.0)
     assert POLICY.classes["chat"].tpot_ms == pytest.approx(30.0)
     assert POLICY.classes["batch-2"].ttft_ms == pytest.approx(3_600_000.0)

@@ -36,7 +36,7 @@ def test_format_table_has_policies_and_attainment(two_summaries: list[PolicySumm
     assert qlm[1] == "0.0" and qlm[2] == "bulk 0.0"
     for header in SUMMARY_HEADERS:
         assert header in lines[0]
-    # goodput 0.2, throughput 0.4 r/s, 2.9 tok/s; TTFT 0.75/1.97 s; TPOT 225/492.5 ms;
+    # goodput 0.2, throughput 0.4 r/s, 2.9 tok/s; TTFT 0.75/1.97 s; TPOT 225/492.5 ms, 75 % met;
     # E2E p50 2.75 s; 1 rejected, 3 evictions, 2 swaps; GPU busy 50 %; imbalance 2 s; wall 1.5 s
     assert fcfs[3:] == [
         "0.20",
@@ -44,6 +44,7 @@ def test_format_table_has_policies_and_attainment(two_summaries: list[PolicySumm
         "2.9",
         "0.750 / 1.970",
         "225.0 / 492.5",
+        "75.0",
         "2.750",
         "1",
         "3",

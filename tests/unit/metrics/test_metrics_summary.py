@@ -21,6 +21,8 @@ EXPECTED: list[tuple[str, object]] = [
     ("slo_attainment", 2 / 6),
     # chat: r1 met, r2 not -> 1/2; batch: r3 r4 r5 r6, only r6 met -> 1/4
     ("attainment_by_class", {"batch": 0.25, "chat": 0.5}),
+    # finished with a TPOT target: r1 0.2 <= 0.25, r2 0.25 <= 0.25, r3 0.5 > 0.1, r6 (1 token) 0
+    ("tpot_attainment_admitted", 0.75),
     # 2 met / 10 s
     ("goodput_rps", 0.2),
     # 4 finished / 10 s
@@ -181,6 +183,7 @@ def test_to_dict_is_json_ready(summary: PolicySummary) -> None:
         "policy",
         "slo_attainment",
         "attainment_by_class",
+        "tpot_attainment_admitted",
         "goodput_rps",
         "throughput_rps",
         "throughput_tok_s",

@@ -28,9 +28,24 @@ QLM_VARIANTS = [  # one setting of `qlm` changed each: run in tests/unit/schedul
     "qlm-true-lengths",
 ]
 
+# SCORPIO and batch-forming stacks reject or slice requests: tests/unit/sim/test_sim_slo_stacks.py
+SCORPIO_STACKS = ["scorpio", "scorpio-no-credit", "scorpio-no-vbs", "scorpio-no-guard"]
+BATCHING_STACKS = [
+    "scls",
+    "scls-fifo",
+    "scls-rr",
+    "scls-no-slice",
+    "slo-odbs",
+    "slo-odbs-paper",
+    "slo-dbs",
+    "odbs",
+    "fifo-batching",
+]
+
 
 def test_sim_every_stack_is_tested():
-    assert sorted(STACK_NAMES + QLM_VARIANTS) == STACKS.names()
+    names = STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS
+    assert sorted(names) == STACKS.names()
 
 
 @pytest.mark.parametrize("stack", SEED_DETERMINISTIC)

@@ -1,0 +1,118 @@
+"""SCORPIO's guards on the continuous-batching engine (ALGORITHMS.md §3).
+
+The policies themselves are pure (services/replica/scorpio/); this planner only adapts them to the
+simulated engine, exactly as the vLLM `scheduler_cls` hook adapts them to vLLM:
+- TTFT guard: before each step, walk the waiting queue least-deadline-first accumulating predicted
+  prefill time; reject the requests that cannot get their first token in time (early, with why).
+- TPOT guard (VBS admission): the waiting head joins the running batch only if the fitted decode
+  model at the virtual batch size VBS(R ∪ {w}) stays under the tightest TPOT target.
+- Credit batching: each step every decoding request earns TRP(r) credit; only those holding a
+  whole credit decode, so loose requests do not slow the tight ones.
+Context for VBS is each request's current context (known exactly), not a predicted midpoint.
+The TPOT estimate adds the prefill work that shares the steps (PrefillInterferenceTPOTModel) with
+prompt and output lengths measured from this engine's finished requests (an EWMA).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from services.replica.core.continuous import ContinuousPlanner
+from services.replica.core.outputs import StepPlan, StepResult
+from services.replica.core.sequence import Sequence
+from services.replica.scorpio.config import ScorpioConfig
+from services.replica.scorpio.credit import CreditBatcher
+from services.replica.scorpio.tpot_model import (
+    DecodeTPOTModel,
+    PrefillInterferenceTPOTModel,
+    TPOTModel,
+)
+from services.replica.scorpio.ttft_guard import TTFTGuard, WaitingRequest
+from services.replica.scorpio.vbs import Candidate, VBSAdmission
+
+if TYPE_CHECKING:
+    from services.replica.core.engine_core import SimEngineCore
+
+
+_EWMA = 0.05  # weight of each finished request in the measured mean lengths
+
+
+class ScorpioPlanner(ContinuousPlanner):
+    def __init__(self, config: ScorpioConfig) -> None:
+        self.config = config
+        self.credits = CreditBatcher(config.credit_epsilon)
+        self.mean_input = float(config.prior_input_tokens)
+        self.mean_output = float(config.prior_output_tokens)
+
+    def update(self, core: SimEngineCore, plan: StepPlan) -> StepResult:
+        result = super().update(core, plan)
+        for seq in result.finished:
+            self.mean_input += _EWMA * (seq.request.input_tokens - self.mean_input)
+            self.mean_output += _EWMA * (seq.num_output_tokens - self.mean_output)
+        return result
+
+    def tpot_model(self, core: SimEngineCore) -> TPOTModel:
+        decode = DecodeTPOTModel(core.profile.decode)
+        if not self.config.prefill_interference:
+            return decode
+        p = core.profile.prefill
+        prefill_s = p.time_s(1, self.mean_input) - p.p4  # the step's fixed cost is already paid
+        return PrefillInterferenceTPOTModel(decode, prefill_s, self.mean_output)
+
+    def stp_s(self, seq: Sequence) -> float:
+        return seq.request.slo.tpot_target_s or self.config.default_tpot_s
+
+    # ---- TTFT guard
+    def guard(self, core: SimEngineCore, plan: StepPlan, now_s: float) -> None:
+        if not self.config.ttft_guard or core.tiers.active is None:
+            return
+        waiting = [s for s in core.waiting.sequences() if s.first_token_s is None]
+        if not waiting:
+            return
+        profile = core.profile
+        budget = core.config.max_num_batched_tokens
+        decoding = [s for s in core.running if s.num_output_tokens > 0]
+        ctx = sum(s.num_tokens for s in decoding) / len(decoding) if decoding else 0.0
+        step_decode_s = profile.decode_time_s(ctx, len(decoding)) if decoding else 0.0
+
+        def prefill_s(tokens: int) -> float:
+            # its prefill chunks, each sharing a step with the running decodes
+            return profile.prefill_time_s(1, tokens) + math.ceil(tokens / budget) * step_decode_s
+
+        by_id = {s.request_id: s for s in waiting}
+        items = [
+            WaitingRequest(
+                s.request_id,
+                s.request.arrival_s,
+                s.request.ttft_deadline_abs_s,
+                s.uncomputed_tokens,
+                s.request.slo.class_name,
+            )
+            for s in waiting
+        ]
+        for rej in TTFTGuard(prefill_s, self.config.ttft_margin_s).check(items, now_s, now_s):
+            core.reject_waiting(by_id[rej.request_id], rej.reason, plan)
+
+    # ---- credit batching
+    def decode_set(
+        self, core: SimEngineCore, decoding: list[Sequence], now_s: float
+    ) -> list[Sequence]:
+        if not self.config.credit_batching:
+            return decoding
+        chosen = set(self.credits.select([(s.request_id, self.stp_s(s)) for s in decoding]))
+        return [s for s in decoding if s.request_id in chosen]
+
+    # ---- TPOT guard
+    def may_admit(self, core: SimEngineCore, seq: Sequence, now_s: float) -> bool:
+        if not self.config.vbs_admission:
+            return True
+        vbs = VBSAdmission(
+            self.tpot_model(core),
+            self.config.tpot_safety_factor,
+            self.config.tpot_slo_margin,
+        )
+        running = [Candidate(self.stp_s(s), s.num_tokens) for s in core.running]
+        if not running:
+            return True  # an idle engine always takes its head (it would otherwise starve)
+        return vbs.decide(running, Candidate(self.stp_s(seq), seq.num_tokens)).admit

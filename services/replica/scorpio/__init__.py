@@ -1,0 +1,1 @@
+"""SCORPIO policy core: TRP, credit-based batching, VBS admission and the TTFT guard."""
