@@ -49,10 +49,16 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
         if app["name"] == "scheduler":
             args["policy"] = policy
         elif app["name"].startswith("replica-"):
-            if args.get("engine") == "vllm":
-                args.setdefault("vllm", {})["queue_policy"] = stack.queue_policy
-            else:
-                args.setdefault("engine_config", {})["queue_policy"] = stack.queue_policy
+            key = "vllm" if args.get("engine") == "vllm" else "engine_config"
+            engine = args.setdefault(key, {})
+            engine["queue_policy"] = stack.queue_policy
+            engine.pop("scorpio", None)
+            if stack.scorpio is not None:
+                # live replicas run credit batching and VBS; the TTFT guard would cut streams
+                # the ingress already answered, so live rejection stays with admission
+                engine["scorpio"] = stack.scorpio.model_copy(
+                    update={"ttft_guard": False}
+                ).model_dump()
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from services.replica.policies import QUEUE_POLICIES
+from services.replica.scorpio.config import ScorpioConfig
 from services.replica.vllm.slo_metadata import hook_engine_kwargs
 
 
@@ -51,6 +52,12 @@ class VLLMEngineConfig(BaseModel):
     (CPU-friendly, starts in seconds); True adds vLLM's separate worker processes."""
     enable_prefix_caching: bool = True
     """Reuse KV blocks of shared prefixes (makes the re-prefill after evict/resume cheap)."""
+    scorpio: ScorpioConfig | None = None
+    """SCORPIO's credit batching (and VBS admission when `decode_coeffs` is set) inside vLLM's
+    scheduler; None: off. Needs the scheduler hook, which it installs."""
+    decode_coeffs: tuple[float, float, float, float] | None = None
+    """Fitted decode-step coefficients (d1, d2, d3, d4) of this engine, in seconds (see
+    shared/profiles/fit.py); enable SCORPIO's VBS admission. None: credit batching only."""
     temperature: float = Field(0.0, ge=0.0)
     """Sampling temperature of every request (0: greedy, deterministic)."""
     seed: int = 0
@@ -70,7 +77,7 @@ class VLLMEngineConfig(BaseModel):
     @property
     def uses_scheduler_hook(self) -> bool:
         """Whether the waiting queue is ordered by a slomesh policy instead of vLLM's FCFS."""
-        return self.queue_policy != "fcfs"
+        return self.queue_policy != "fcfs" or self.scorpio is not None
 
     def engine_args_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for vLLM's AsyncEngineArgs (the scheduler hook included)."""
@@ -90,5 +97,7 @@ class VLLMEngineConfig(BaseModel):
             "seed": self.seed,
         }
         if self.uses_scheduler_hook:
-            kwargs.update(hook_engine_kwargs(self.queue_policy))
+            scorpio = self.scorpio.model_dump() if self.scorpio is not None else None
+            coeffs = list(self.decode_coeffs) if self.decode_coeffs is not None else None
+            kwargs.update(hook_engine_kwargs(self.queue_policy, scorpio, coeffs))
         return {k: v for k, v in kwargs.items() if v is not None}

@@ -30,12 +30,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.request_queue import RequestQueue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
 from services.replica.core.sequence import Sequence
 from services.replica.policies import QUEUE_POLICIES, QueuePolicy
+from services.replica.vllm.scorpio_hook import ScorpioStep
 from services.replica.vllm.slo_metadata import POLICY_CONFIG_KEY, sequence_from_vllm
 
 logger = logging.getLogger(__name__)
@@ -146,11 +148,21 @@ def install_policy_queues(scheduler: Scheduler) -> str:
 
 
 class SLOMeshScheduler(Scheduler):
-    """vLLM's scheduler with its waiting queue ordered by a slomesh queue policy."""
+    """vLLM's scheduler with its waiting queue ordered by a slomesh queue policy, and SCORPIO's
+    credit batching and VBS admission when configured (services/replica/vllm/scorpio_hook.py)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.slomesh_queue_policy = install_policy_queues(self)
+        self.slomesh_scorpio = ScorpioStep.from_additional_config(
+            self.vllm_config.additional_config
+        )
+
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        if self.slomesh_scorpio is None:
+            return super().schedule(throttle_prefills)
+        base = super().schedule
+        return self.slomesh_scorpio.run(self, lambda: base(throttle_prefills))
 
 
 class SLOMeshAsyncScheduler(AsyncScheduler):
@@ -159,3 +171,12 @@ class SLOMeshAsyncScheduler(AsyncScheduler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.slomesh_queue_policy = install_policy_queues(self)
+        self.slomesh_scorpio = ScorpioStep.from_additional_config(
+            self.vllm_config.additional_config
+        )
+
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        if self.slomesh_scorpio is None:
+            return super().schedule(throttle_prefills)
+        base = super().schedule
+        return self.slomesh_scorpio.run(self, lambda: base(throttle_prefills))

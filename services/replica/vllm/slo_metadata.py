@@ -28,16 +28,25 @@ DEFAULT_TTFT_DEADLINE_S = 3600.0
 """TTFT deadline assumed for requests that reach vLLM without slomesh metadata."""
 
 
-def hook_engine_kwargs(queue_policy: str) -> dict[str, Any]:
+def hook_engine_kwargs(
+    queue_policy: str,
+    scorpio: dict[str, Any] | None = None,
+    decode_coeffs: list[float] | None = None,
+) -> dict[str, Any]:
     """AsyncEngineArgs keyword arguments that install the hook with `queue_policy`.
 
     vLLM's own policy is set to "priority" so requests may carry a priority and vLLM picks
     preemption victims by (priority, arrival); the waiting-queue order is the slomesh policy's.
     """
+    extra: dict[str, Any] = {POLICY_CONFIG_KEY: queue_policy}
+    if scorpio is not None:
+        extra["slomesh_scorpio"] = scorpio  # read by scorpio_hook.ScorpioStep
+        if decode_coeffs is not None:
+            extra["slomesh_decode_coeffs"] = decode_coeffs
     return {
         "scheduler_cls": SCHEDULER_CLS,
         "scheduling_policy": "priority",
-        "additional_config": {POLICY_CONFIG_KEY: queue_policy},
+        "additional_config": extra,
     }
 
 
@@ -54,6 +63,7 @@ def request_metadata(
     return {
         "arrival_wall_s": wall - age_s,
         "ttft_deadline_s": request.slo.ttft_deadline_s,
+        "tpot_target_s": request.slo.tpot_target_s,
         "priority": request.priority,
         "tenant": request.tenant,
         "model": request.model,
@@ -85,7 +95,10 @@ def sequence_from_vllm(
         tenant = str(meta.get("tenant", "default"))
         model = str(meta.get("model", "vllm"))
         emitted = bool(meta.get("first_token_emitted", False))
+        tpot_raw = meta.get("tpot_target_s")
+        tpot = float(tpot_raw) if tpot_raw else None
     else:
+        tpot = None
         arrival, ttft, prio, tenant, model, emitted = (
             arrival_time_s,
             DEFAULT_TTFT_DEADLINE_S,
@@ -100,7 +113,7 @@ def sequence_from_vllm(
         input_tokens=max(1, num_prompt_tokens),
         max_tokens=max(1, max_tokens or 1),
         arrival_s=max(0.0, arrival),
-        slo=SLO(ttft_deadline_s=ttft if ttft > 0 else DEFAULT_TTFT_DEADLINE_S),
+        slo=SLO(ttft_deadline_s=ttft if ttft > 0 else DEFAULT_TTFT_DEADLINE_S, tpot_target_s=tpot),
         tenant=tenant,
         priority=prio,
     )
