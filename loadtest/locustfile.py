@@ -140,12 +140,17 @@ def _summary(environment: Any, **_: Any) -> None:
             1 for r in rows if r.get("ttft_s") is not None and r["ttft_s"] * 1e3 <= spec.ttft_ms
         )
         ttfts = sorted(r["ttft_s"] for r in rows if r.get("ttft_s") is not None)
+        tpots = sorted(r["tpot_s"] for r in rows if r.get("tpot_s"))
+        tpot_met = sum(1 for t in tpots if spec.tpot_ms is None or t * 1e3 <= spec.tpot_ms)
         report[cls] = {
             "requests": len(rows),
             "slo_attainment": met / len(rows) if rows else 0.0,
             "ttft_attainment": ttft_met / len(rows) if rows else 0.0,
             "ttft_p50_s": ttfts[len(ttfts) // 2] if ttfts else None,
             "ttft_p99_s": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] if ttfts else None,
+            "tpot_p50_s": tpots[len(tpots) // 2] if tpots else None,
+            "tpot_p99_s": tpots[min(len(tpots) - 1, int(0.99 * len(tpots)))] if tpots else None,
+            "tpot_attainment_served": tpot_met / len(tpots) if tpots else None,
             "rejected": sum(1 for r in rows if r.get("rejected")),
         }
         print(

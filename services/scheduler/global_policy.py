@@ -35,6 +35,11 @@ class GlobalPolicy(ABC):
     ) -> None:
         """`request` finished on `instance` with `output_tokens` tokens. Default: nothing."""
 
+    def on_engine_reject(  # noqa: B027
+        self, request: Request, instance: str, reason: str, now_s: float
+    ) -> None:
+        """`instance`'s engine turned `request` away (SCORPIO's TTFT guard). Default: nothing."""
+
     def on_slice_end(self, entry: SliceEntry, instance: str, now_s: float) -> None:
         """An unfinished request left `instance` at the end of its slice (pre-formed batches)."""
         raise NotImplementedError(

@@ -14,6 +14,7 @@ from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
 from services.scheduler.qlm.stacks import qlm_stack_factories
 from services.scheduler.routers import ROUTERS
 from services.scheduler.scorpio_stacks import scorpio_stack_factories
+from services.scheduler.slomesh_stacks import slomesh_stack_factories
 from services.scheduler.stack import ServingStack
 from shared.policy import Registry
 
@@ -67,5 +68,6 @@ STACKS: Registry[ServingStack] = Registry(
     }
     | qlm_stack_factories()
     | scorpio_stack_factories()
-    | batching_stack_factories(),
+    | batching_stack_factories()
+    | slomesh_stack_factories(),
 )

@@ -125,18 +125,32 @@ def run(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": _args(args), "results": results}, indent=2))
     print(f"# bench-live: {args.engine}, {args.users} users, {args.seconds}s, mix {args.slo_mix}")
-    print("| policy | class | requests | rejected | SLO att. % | TTFT att. % | TTFT p50/p99 s |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| policy | class | requests | rejected | SLO att. % | TTFT att. % | TTFT p50/p99 s "
+        "| TPOT p50/p99 ms | TPOT met (served) % |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for policy, report in results.items():
         for cls, row in report.items():
-            p50, p99 = row.get("ttft_p50_s"), row.get("ttft_p99_s")
-            ttft = f"{p50:.3f} / {p99:.3f}" if p50 is not None and p99 is not None else "-"
             print(
                 f"| {policy} | {cls} | {row['requests']} | {row['rejected']} | "
-                f"{100 * row['slo_attainment']:.1f} | {100 * row['ttft_attainment']:.1f} | {ttft} |"
+                f"{100 * row['slo_attainment']:.1f} | {100 * row['ttft_attainment']:.1f} | "
+                f"{_pair(row, 'ttft', 1.0, 3)} | {_pair(row, 'tpot', 1e3, 1)} | "
+                f"{_pct(row.get('tpot_attainment_served'))} |"
             )
     print(f"wrote {args.out}")
     return 0
+
+
+def _pair(row: dict[str, Any], metric: str, scale: float, digits: int) -> str:
+    p50, p99 = row.get(f"{metric}_p50_s"), row.get(f"{metric}_p99_s")
+    if p50 is None or p99 is None:
+        return "-"
+    return f"{p50 * scale:.{digits}f} / {p99 * scale:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
 
 
 def _args(args: argparse.Namespace) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class Schedule:
         plan = inst.core.schedule(self.time_s)
         for seq, reason in plan.rejected:
             sim.reject(seq.request, reason, self.time_s)
+            sim.global_policy.on_engine_reject(seq.request, inst.name, reason, self.time_s)
         if plan.kind is StepKind.IDLE:
             return []
         inst.in_flight = plan

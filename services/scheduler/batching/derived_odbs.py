@@ -13,6 +13,9 @@ things that constant stands in for can be computed directly from the hardware pr
     iterations), must not exceed the smallest remaining slack (deadline_abs_s − now_s) among
     the members and the request, i.e. growing the batch may not make any member late that would
     otherwise be on time (in seconds, not in a unitless score that mixes SLOs and tokens).
+    Members already lost (slack below their own serve time alone) do not constrain the batch:
+    under overload they would otherwise shrink every batch to one request and collapse
+    throughput, making everyone late.
 (c) padding waste - T_o's |q.len − O_CM| penalises mixing short and long outputs, whose short
     members idle through the long member's decode. Here that waste is measured directly:
     1 − Σ min(pred_i, iters) / ((n+1)·iters) is the fraction of the batch's decode slots spent
@@ -57,9 +60,11 @@ class DerivedODBSFormer:
         iters = self._iterations(grown)
         if not estimator.fits(n, padded, iters):
             return False
-        slack = min(i.deadline_abs_s for i in grown) - now_s
-        if estimator.serve_time_s(n, padded, iters) > slack:
-            return False
+        live = [i for i in grown if self._savable(i, estimator, now_s)]
+        if live:
+            slack = min(i.deadline_abs_s for i in live) - now_s
+            if estimator.serve_time_s(n, padded, iters) > slack:
+                return False
         return self.padding_waste(grown) <= self.max_padding_waste
 
     def form(
@@ -76,6 +81,11 @@ class DerivedODBSFormer:
         if current:
             groups.append(current)
         return [make_batch(g, estimator, self.slice_iterations) for g in groups]
+
+    def _savable(self, item: PoolItem, estimator: BatchEstimator, now_s: float) -> bool:
+        """Whether `item` alone could still finish before its deadline."""
+        alone = estimator.serve_time_s(1, item.context_tokens, self._iterations([item]))
+        return item.deadline_abs_s - now_s >= alone
 
     def _iterations(self, items: list[PoolItem]) -> int:
         return self.slice_iterations or max(i.predicted_output_tokens for i in items)

@@ -136,6 +136,9 @@ class QLMPolicy(GlobalPolicy):
         self.ops.finished(instance, request.request_id)
         self.lengths.observe(request, output_tokens)
 
+    def on_engine_reject(self, request: Request, instance: str, reason: str, now_s: float) -> None:
+        self.ops.finished(instance, request.request_id)  # its pulled seat is free again
+
     def snapshot_predictions(self, now_s: float) -> int:
         """Predict every queued request's wait from the current virtual-queue order (both the
         point and the SLO-quantile estimate); returns how many were predicted."""

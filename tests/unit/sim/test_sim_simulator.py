@@ -41,10 +41,19 @@ BATCHING_STACKS = [
     "odbs",
     "fifo-batching",
 ]
+SLOMESH_STACKS = [
+    "slomesh",
+    "slomesh-no-qlm",
+    "slomesh-no-scorpio",
+    "slomesh-no-credit",
+    "slomesh-no-vbs",
+    "slomesh-no-guard",
+    "slomesh-static",
+]
 
 
 def test_sim_every_stack_is_tested():
-    names = STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS
+    names = STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS + SLOMESH_STACKS
     assert sorted(names) == STACKS.names()
 
 
