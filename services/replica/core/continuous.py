@@ -32,6 +32,8 @@ class ContinuousPlanner:
         ):
             return core.load_plan(head.model, now_s) if head else StepPlan(StepKind.IDLE, now_s)
         self.guard(core, plan, now_s)
+        if plan.rejected:
+            head = core.waiting.peek(now_s)  # the guard may have turned the head away
         if core.policy.evict_for_waiting and head is not None:
             self._evict_for_head(core, head, plan, now_s)
         made_room = len(plan.preempted)

@@ -120,6 +120,15 @@ class SimEngineCore:
             raise ValueError(f"instance {self.name}: add_batch needs a static-mode engine")
         if not entries or iterations < 1:
             raise ValueError("add_batch: entries must be non-empty and iterations >= 1")
+        ids = [e.request.request_id for e in entries]
+        for e in entries:  # all or nothing: validate every member before adding any
+            if e.request.request_id in self.seqs or ids.count(e.request.request_id) > 1:
+                raise ValueError(
+                    f"request_id '{e.request.request_id}' already in engine {self.name}"
+                )
+            if e.request.model not in self.tiers.profiles:
+                raise ValueError(f"instance {self.name} cannot serve model '{e.request.model}'")
+            self.check_fits(e.request)
         seqs = []
         for e in entries:
             seq = self.add_request(e.request, now_s)
@@ -347,7 +356,7 @@ class SimEngineCore:
     def status(self) -> EngineStatus:
         return EngineStatus(
             active_model=self.tiers.active,
-            waiting=len(self.waiting),
+            waiting=len(self.waiting) + sum(len(b) for b, _ in self.batches),
             running=len(self.running),
             evicted=len(self.evicted),
             kv_used_blocks=self.pool.used,

@@ -222,3 +222,18 @@ def test_check_fits_rejects_requests_larger_than_the_kv_cache(h):
     with pytest.raises(RequestTooLarge):
         core.add_batch([SliceEntry(h.request("big", 90, 50))], 4, 0.0)
     assert core.seqs == {}
+
+
+def test_add_batch_is_all_or_nothing(h) -> None:
+    core = h.core(100, mode="static", block_size_tokens=1)
+    entries = [SliceEntry(h.request("ok", 10, 5)), SliceEntry(h.request("big", 90, 50))]
+    with pytest.raises(RequestTooLarge):
+        core.add_batch(entries, 4, 0.0)
+    assert not core.seqs and not core.batches and not core.has_work
+    assert core.status().outstanding_output_tokens == 0
+
+
+def test_queued_batch_members_count_as_waiting(h) -> None:
+    core = h.core(1000, mode="static")
+    core.add_batch([SliceEntry(h.request(r, 10, 5)) for r in ("a", "b")], 4, 0.0)
+    assert core.status().waiting == 2 and core.has_work

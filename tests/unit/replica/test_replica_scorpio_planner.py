@@ -257,3 +257,15 @@ def test_measured_mean_lengths_move_toward_finished_requests(h):
     assert model.prefill_s_per_request == pytest.approx(1e-4 * planner.mean_input)
     assert model.mean_output_tokens == pytest.approx(planner.mean_output)
     assert model.estimate_s(4.0, 200.0) != pytest.approx(before)
+
+
+def test_a_head_the_guard_rejects_evicts_nothing(h) -> None:
+    core = h.core(1024, queue_policy="oracle-edf", scorpio=ScorpioConfig(vbs_admission=False))
+    core.add_request(Request("r", "m", 900, 50, 0.0, SLO(100.0), true_output_tokens=50), 0.0)
+    plan = core.schedule(0.0)
+    core.update(plan)
+    t = plan.end_s
+    core.add_request(Request("w", "m", 800, 5, t, SLO(0.05), true_output_tokens=5), t)
+    plan = core.schedule(t)
+    assert [seq.request_id for seq, _ in plan.rejected] == ["w"]
+    assert plan.preempted == []

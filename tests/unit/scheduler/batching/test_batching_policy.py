@@ -83,24 +83,27 @@ def test_formation_at_once_on_idle_instances_else_after_the_interval(
 
 def test_loads_rise_on_placement_and_fall_to_zero_when_members_leave(fakes, batch_fake):
     inst = batch_fake("i0")
-    p, rej = policy(), fakes.rejector()
-    p.on_arrival(req("a", 0.0), [inst], rej, 0.0)
+    # unsliced batches of 5 iterations: (la + lbc) - lbc - la leaves float dust (~1e-17)
+    p, rej = policy(slice_iterations=None), fakes.rejector()
+    p.on_arrival(req("a", 0.0, out=5), [inst], rej, 0.0)
     load_a = p.loads["i0"]
     assert load_a > 0
-    p.on_arrival(req("b", 1.0), [inst], rej, 1.0)
-    p.on_arrival(req("c", 1.5), [inst], rej, 1.5)
+    p.on_arrival(req("b", 1.0, out=5), [inst], rej, 1.0)
+    p.on_arrival(req("c", 1.5, out=5), [inst], rej, 1.5)
     p.on_step_end(inst, 4.0)
     assert inst.ids() == [["a"], ["b", "c"]]
     load_bc = serve_time(inst, inst.batches[1])
     assert p.loads["i0"] == pytest.approx(load_a + load_bc)
 
-    p.on_finish(req("b", 1.0), "i0", 20, 5.0)  # one member of two left: the batch still runs
+    p.on_finish(req("b", 1.0), "i0", 5, 5.0)  # one member of two left: the batch still runs
     assert p.loads["i0"] == pytest.approx(load_a + load_bc)
-    p.on_finish(req("c", 1.5), "i0", 20, 5.0)
+    p.on_finish(req("c", 1.5), "i0", 5, 5.0)
     assert p.loads["i0"] == pytest.approx(load_a)
-    p.on_finish(req("a", 0.0), "i0", 20, 6.0)
-    assert p.loads["i0"] == 0.0
+    p.on_finish(req("a", 0.0), "i0", 5, 6.0)
+    assert p.loads["i0"] == 0.0  # exactly: the instance counts as idle again
     assert p.describe("a") == {} and p.describe("c") == {}
+    p.on_arrival(req("d", 6.5), [inst], rej, 6.5)  # before the next round (7.0): idle forms
+    assert inst.ids()[-1] == ["d"]
 
 
 def test_sliced_entry_returns_to_the_pool_and_is_resubmitted_with_its_tokens(fakes, batch_fake):
