@@ -7,29 +7,9 @@ import pytest
 from services.scheduler.batching.base import FormedBatch, PoolItem
 from services.scheduler.batching.derived_odbs import DerivedODBSFormer
 from services.scheduler.batching.estimator import BatchEstimator
-from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles.defaults import default_profile
 
 FAR = 1e6  # an SLO so loose the slack rule never binds (FAR + k orders requests by k)
-
-
-def toy_estimator(kv_tokens: int = 1000) -> BatchEstimator:
-    """T_serve(N, L, S) = 0.01·N·S seconds; a request of context L decoded S steps holds L+S
-    tokens of a `kv_tokens` cache (so 5 requests of 100 + 100 fit 1000 tokens)."""
-    profile = HardwareProfile(
-        gpu="toy",
-        model="toy",
-        tensor_parallel=1,
-        prefill=PrefillCoeffs(0.0, 0.0, 0.0, 0.0),
-        decode=DecodeCoeffs(0.0, 0.01, 0.0, 0.0),
-        kv_capacity_bytes=kv_tokens,
-        kv_bytes_per_token=1,
-        weight_bytes=1,
-        swap_bytes_s=1.0,
-        cold_load_bytes_s=1.0,
-        source="test",
-    )
-    return BatchEstimator(profile, memory_fraction=1.0)
 
 
 def item(
@@ -42,7 +22,7 @@ def ids(batches: list[FormedBatch]) -> list[list[str]]:
     return [[i.request_id for i in b.items] for b in batches]
 
 
-def test_toy_estimator_is_what_the_tests_assume() -> None:
+def test_toy_estimator_is_what_the_tests_assume(toy_estimator) -> None:
     est = toy_estimator()
     assert est.serve_time_s(3, 100, 100) == pytest.approx(3.0)
     assert (est.max_batch(100, 100), est.max_batch(300, 100), est.max_batch(100, 10)) == (5, 2, 9)
@@ -70,7 +50,7 @@ def test_toy_estimator_is_what_the_tests_assume() -> None:
     ],
     ids=["count", "padded-context", "iterations"],
 )
-def test_memory_rule(pool: list[PoolItem], expected: list[list[str]]) -> None:
+def test_memory_rule(pool: list[PoolItem], expected: list[list[str]], toy_estimator) -> None:
     assert ids(DerivedODBSFormer().form(pool, toy_estimator(), now_s=0.0)) == expected
 
 
@@ -83,19 +63,19 @@ def test_memory_rule(pool: list[PoolItem], expected: list[list[str]]) -> None:
         (1.0, [["b"], ["a", "c"]]),
     ],
 )
-def test_slack_rule(now_s: float, expected: list[list[str]]) -> None:
+def test_slack_rule(now_s: float, expected: list[list[str]], toy_estimator) -> None:
     pool = [item("a", slo=10.0), item("b", slo=2.5), item("c", slo=10.0)]
     assert ids(DerivedODBSFormer().form(pool, toy_estimator(), now_s)) == expected
 
 
-def test_slack_uses_absolute_deadlines_not_slo() -> None:
+def test_slack_uses_absolute_deadlines_not_slo(toy_estimator) -> None:
     # Same SLO, but "old" arrived 8 s ago: its deadline is 2.5 s away, so the pair (2.0 s) fits
     # and a third (3.0 s) does not; with slo_s alone (10 s) all three would share a batch.
     pool = [item("old", slo=10.0, arrival=-7.5), item("x", slo=10.0), item("y", slo=10.0)]
     assert ids(DerivedODBSFormer().form(pool, toy_estimator(), 0.0)) == [["old", "x"], ["y"]]
 
 
-def test_lone_late_request_is_still_batched() -> None:
+def test_lone_late_request_is_still_batched(toy_estimator) -> None:
     pool = [item("late", slo=1.0), item("later", slo=2.0)]
     batches = DerivedODBSFormer().form(pool, toy_estimator(), now_s=5.0)
     # Both deadlines have passed: lost requests do not limit the batch (under overload that
@@ -116,7 +96,7 @@ def test_lone_late_request_is_still_batched() -> None:
     ],
 )
 def test_waste_rule(
-    max_waste: float, slice_iterations: int | None, expected: list[list[str]]
+    max_waste: float, slice_iterations: int | None, expected: list[list[str]], toy_estimator
 ) -> None:
     slos = {"a": FAR + 1, "b": FAR + 2, "c": FAR + 3, "d": FAR + 4, "e": FAR + 5}
     pool = [item(r, s, pred=100 if r in "ab" else 10) for r, s in slos.items()]
@@ -157,7 +137,7 @@ def test_every_item_once_and_estimates_consistent(slice_iterations: int | None) 
             assert b.est_time_s <= slack
 
 
-def test_name_and_empty_pool() -> None:
+def test_name_and_empty_pool(toy_estimator) -> None:
     former = DerivedODBSFormer()
     assert former.name == "slo-odbs-derived"
     assert former.form([], toy_estimator(), 0.0) == []

@@ -7,26 +7,7 @@ import pytest
 from services.scheduler.batching.base import FormedBatch, PoolItem
 from services.scheduler.batching.estimator import BatchEstimator
 from services.scheduler.batching.fifo import FIFOFormer
-from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles.defaults import default_profile
-
-
-def toy_estimator(kv_tokens: int = 1000) -> BatchEstimator:
-    """T_serve = 0.01·N·S s; a request of context L decoded S steps holds L+S tokens."""
-    profile = HardwareProfile(
-        gpu="toy",
-        model="toy",
-        tensor_parallel=1,
-        prefill=PrefillCoeffs(0.0, 0.0, 0.0, 0.0),
-        decode=DecodeCoeffs(0.0, 0.01, 0.0, 0.0),
-        kv_capacity_bytes=kv_tokens,
-        kv_bytes_per_token=1,
-        weight_bytes=1,
-        swap_bytes_s=1.0,
-        cold_load_bytes_s=1.0,
-        source="test",
-    )
-    return BatchEstimator(profile, memory_fraction=1.0)
 
 
 def item(rid: str, arrival: float, slo: float = 100.0, pred: int = 100, ctx: int = 100) -> PoolItem:
@@ -37,7 +18,7 @@ def ids(batches: list[FormedBatch]) -> list[list[str]]:
     return [[i.request_id for i in b.items] for b in batches]
 
 
-def test_arrival_order_ties_by_id_and_slo_ignored() -> None:
+def test_arrival_order_ties_by_id_and_slo_ignored(toy_estimator) -> None:
     pool = [
         item("tight", arrival=3.0, slo=0.1),
         item("b", arrival=1.0),
@@ -49,7 +30,7 @@ def test_arrival_order_ties_by_id_and_slo_ignored() -> None:
 
 
 @pytest.mark.parametrize(("batch_size", "sizes"), [(3, [3, 3, 1]), (1, [1] * 7), (16, [7])])
-def test_fixed_chunks(batch_size: int, sizes: list[int]) -> None:
+def test_fixed_chunks(batch_size: int, sizes: list[int], toy_estimator) -> None:
     pool = [item(f"r{k}", arrival=float(k)) for k in range(7)]
     batches = FIFOFormer(batch_size).form(pool, toy_estimator(10**6), 0.0)
     assert [b.size for b in batches] == sizes
@@ -81,11 +62,13 @@ def test_fixed_chunks(batch_size: int, sizes: list[int]) -> None:
     ],
     ids=["count", "padded-context", "iterations", "fresh-chunk", "oversized-alone"],
 )
-def test_memory_cuts_chunks_early(pool: list[PoolItem], expected: list[list[str]]) -> None:
+def test_memory_cuts_chunks_early(
+    pool: list[PoolItem], expected: list[list[str]], toy_estimator
+) -> None:
     assert ids(FIFOFormer(batch_size=16).form(pool, toy_estimator(), 0.0)) == expected
 
 
-def test_slice_bounds_iterations_for_memory() -> None:
+def test_slice_bounds_iterations_for_memory(toy_estimator) -> None:
     # Sliced at 50 steps a request holds 100 + 50 tokens: 6 fit in 1000, not 5.
     pool = [item(f"r{k}", float(k), pred=400) for k in range(7)]
     batches = FIFOFormer(batch_size=16, slice_iterations=50).form(pool, toy_estimator(), 0.0)
@@ -112,7 +95,7 @@ def test_every_item_once_and_estimates_consistent(slice_iterations: int | None) 
         assert b.size == 1 or est.fits(b.size, b.padded_len, b.iterations)
 
 
-def test_name_and_empty_pool() -> None:
+def test_name_and_empty_pool(toy_estimator) -> None:
     former = FIFOFormer()
     assert (former.name, former.batch_size) == ("fifo", 16)
     assert former.form([], toy_estimator(), 0.0) == []
