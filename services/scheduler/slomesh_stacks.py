@@ -5,6 +5,8 @@ pulling, eviction, swapping, balancing) in front of continuous-batching engines 
 SCORPIO's guards (LDF queue, TTFT guard, VBS admission, credit batching). On static-batching
 engines the best batching is SCLS's (DP batching, max-min offloading, slices): `slomesh-static`.
 Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable.
+`slomesh-true-lengths` feeds QLM the true output lengths instead of the length predictor's, so
+the attainment lost to prediction error is measurable (SCORPIO's guards use no output lengths).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def _least_loaded() -> GlobalPolicy:
 # name -> (description, QLM on?, SCORPIO switches off)
 SLOMESH_STACKS: dict[str, tuple[str, bool, dict[str, bool]]] = {
     "slomesh": ("QLM queue management + SCORPIO guards on continuous engines", True, {}),
+    "slomesh-true-lengths": ("slomesh with QLM fed the true output lengths (oracle)", True, {}),
     "slomesh-no-qlm": ("slomesh without QLM (least-loaded routing)", False, {}),
     "slomesh-no-scorpio": ("slomesh without SCORPIO's guards (= qlm)", True, {"all": False}),
     "slomesh-no-credit": ("slomesh without credit batching", True, {"credit_batching": False}),
@@ -44,7 +47,9 @@ SLOMESH_STACKS: dict[str, tuple[str, bool, dict[str, bool]]] = {
 def slomesh_stack(name: str, qlm: QLMConfig | None = None) -> ServingStack:
     description, use_qlm, off = SLOMESH_STACKS[name]
     scorpio = None if off.get("all") is False else ScorpioConfig(**off)
-    policy = functools.partial(_qlm, qlm or QLMConfig()) if use_qlm else _least_loaded
+    if qlm is None:
+        qlm = QLMConfig(lengths="true") if name == "slomesh-true-lengths" else QLMConfig()
+    policy = functools.partial(_qlm, qlm) if use_qlm else _least_loaded
     return ServingStack(name, description, policy, "edf", preemption_mode="auto", scorpio=scorpio)
 
 

@@ -47,3 +47,21 @@ def test_scheduler_global_policy_step_end_default_is_noop(fakes):
     inst = fakes.instance("i0")
     assert policy.on_step_end(inst, 1.0) is None
     assert inst.submitted == []
+
+
+@pytest.mark.parametrize(
+    ("name", "lengths", "scorpio"),
+    [
+        ("slomesh", "LengthEstimator", True),
+        ("slomesh-true-lengths", "TrueLengths", True),
+        ("slomesh-no-scorpio", "LengthEstimator", False),
+    ],
+)
+def test_scheduler_slomesh_stacks_length_source(name, lengths, scorpio):
+    from services.scheduler.qlm.policy import QLMPolicy
+
+    stack = STACKS.create(name)
+    policy = stack.global_policy()
+    assert isinstance(policy, QLMPolicy)
+    assert type(policy.lengths).__name__ == lengths
+    assert (stack.scorpio is not None) == scorpio

@@ -49,6 +49,7 @@ SLOMESH_STACKS = [
     "slomesh-no-vbs",
     "slomesh-no-guard",
     "slomesh-static",
+    "slomesh-true-lengths",
 ]
 
 
