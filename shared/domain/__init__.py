@@ -3,7 +3,7 @@
 from shared.domain.clock import Clock, VirtualClock, WallClock
 from shared.domain.hardware import GPUSpec, ModelSpec
 from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
-from shared.domain.request import SLO, Request
+from shared.domain.request import SLO, LengthHint, Request
 
 __all__ = [
     "SLO",
@@ -11,6 +11,7 @@ __all__ = [
     "DecodeCoeffs",
     "GPUSpec",
     "HardwareProfile",
+    "LengthHint",
     "ModelSpec",
     "PrefillCoeffs",
     "Request",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -30,12 +31,38 @@ class SLO:
 
 
 @dataclass(frozen=True, slots=True)
+class LengthHint:
+    """The length predictor's answer for one request, as the scheduler's policies consume it.
+
+    mean_tokens, std_tokens: predicted mean and standard deviation of the output length (capped by
+    max_tokens); source: the predictor version that made it (e.g. "learned:3f2a...+0").
+    """
+
+    mean_tokens: float
+    std_tokens: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mean_tokens) and self.mean_tokens >= 0):
+            raise ValueError(
+                f"length_hint.mean_tokens must be finite and >= 0, got {self.mean_tokens}"
+            )
+        if not (math.isfinite(self.std_tokens) and self.std_tokens >= 0):
+            raise ValueError(
+                f"length_hint.std_tokens must be finite and >= 0, got {self.std_tokens}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """One inference request as the control plane sees it (metadata only, never prompt text).
 
     true_output_tokens is ground truth known only to the simulated engine (it plays the model's
     end-of-sequence) and to the `oracle` reference policy; real policies use predictions.
     priority follows vLLM: lower values are served first by the `priority` queue policy.
+    length_hint is the output-length prediction made where the prompt was seen (the ingress's
+    call to the predictor); policies that estimate lengths use it instead of their own
+    prompt-less estimate when present.
     """
 
     request_id: str
@@ -47,6 +74,7 @@ class Request:
     tenant: str = "default"
     true_output_tokens: int | None = None
     priority: int = 0
+    length_hint: LengthHint | None = None
 
     def __post_init__(self) -> None:
         if self.input_tokens < 1:
