@@ -7,6 +7,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.deployer.core.inventory import HELRParams, Inventory
+from services.deployer.core.tiers import TierPlan
 from shared.profiles import RooflineParams
 
 Engine = Literal["vllm", "simulated"]
@@ -53,12 +55,22 @@ class ModelDemand:
             )
 
 
+def replica_name(k: int) -> str:
+    """Serve application name of the k-th placed replica."""
+    return f"replica-{k}"
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """One replica: its Serve application, where it runs and its tensor-parallel group.
 
     gpu_ids: indices of the node's GPUs the plan reserves for it (empty on CPU nodes); Ray picks
     the physical devices, so these only account for capacity and make plans easy to read.
+
+    HELR placements (pipeline_parallel >= 1 stages of tensor_parallel 1) also set: the layers of
+    every stage (layer_partition, summing to the model's layers), the node of every stage
+    (stage_nodes; gpu_ids then index GPUs on those nodes, stage by stage), the route latency
+    estimate and the model tiers for QLM's swapping. The defaults are first-fit's single stage.
     """
 
     application: str
@@ -67,6 +79,11 @@ class Placement:
     model: str
     tensor_parallel: int
     gpu_ids: tuple[int, ...] = ()
+    pipeline_parallel: int = 1
+    layer_partition: tuple[int, ...] = ()
+    stage_nodes: tuple[str, ...] = ()
+    latency_s: float | None = None
+    model_tiers: TierPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +111,13 @@ class PlanOptions(BaseModel):
 
     roofline: RooflineParams = Field(default_factory=RooflineParams)
     """Memory model deciding the smallest tensor_parallel that fits (as the profiler uses)."""
+
+    inventory: Inventory | None = None
+    """GPU inventory of the HELR planners (memory, speed, links, host memory); None: built from
+    the nodes with catalog figures and default link latencies. first-fit ignores it."""
+
+    helr: HELRParams = Field(default_factory=HELRParams)
+    """HELR's KV reserve T, p, a1/a2 overrides and DP size limit. first-fit ignores it."""
 
 
 def check_inventory(nodes: list[Node], demands: list[ModelDemand], engine: str) -> None:

@@ -1,4 +1,7 @@
-"""Placement planners behind one small interface, registered by name (HELR joins later).
+"""Placement planners behind one small interface, registered by name.
+
+HELR (UELLM Algorithm 2, ALGORITHMS.md §5) is registered as "helr-he" and "helr-lr"
+(services/deployer/core/helr_planner.py).
 
 "first-fit": every replica of a model needs tensor_parallel GPUs on one node, tp being the
 smallest of 1, 2, 4, 8 with which the model fits on that node's GPU type
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
+from services.deployer.core.helr_planner import PRESETS, HELRPlanner
 from services.deployer.core.model import (
     CPU_DEVICE,
     Engine,
@@ -24,6 +29,7 @@ from services.deployer.core.model import (
     Plan,
     PlanOptions,
     check_inventory,
+    replica_name,
 )
 from shared.policy import Registry
 from shared.profiles import TP_CHOICES, gpu_names, model_names, model_spec, smallest_fitting_tp
@@ -48,11 +54,6 @@ class _NodeState:
     node: Node
     free: list[int] = field(default_factory=list)
     used_slots: int = 0
-
-
-def replica_name(k: int) -> str:
-    """Serve application name of the k-th placed replica."""
-    return f"replica-{k}"
 
 
 def _model_bytes(model: str) -> int:
@@ -152,8 +153,14 @@ class FirstFitPlanner:
         return tp, ids
 
 
-PLANNERS: Registry[Planner] = Registry("placement planner", {FirstFitPlanner.name: FirstFitPlanner})
-"""Placement planners by name; HELR (ALGORITHMS.md §5) is to be registered here."""
+PLANNERS: Registry[Planner] = Registry(
+    "placement planner",
+    {
+        FirstFitPlanner.name: FirstFitPlanner,
+        **{name: partial(HELRPlanner, name) for name in PRESETS},
+    },
+)
+"""Placement planners by name: first-fit and HELR's helr-he / helr-lr (ALGORITHMS.md §5)."""
 
 
 def plan(

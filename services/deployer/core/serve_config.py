@@ -10,6 +10,13 @@ by a STRICT_PACK placement group of tp bundles {"GPU": 1, "CPU": 1} (vLLM's Ray 
 worker on each bundle) and the replica actor itself takes `num_gpus: 0`: Serve schedules the
 replica actor in the first bundle and rejects actor options that are not a subset of it, so the
 actor cannot also claim tp GPUs. Simulated replicas and replicas on CPU nodes take no GPU.
+
+Pipeline-parallel replicas (HELR's device maps, pipeline_parallel > 1; see realize.py): one
+{"GPU": 1, "CPU": 1} bundle per stage in map order (each pinned to its stage's node when pinning is
+on), strategy STRICT_PACK on one node and PACK across nodes, the replica actor at num_gpus 0; the
+application's runtime_env sets VLLM_PP_LAYER_PARTITION and the replica args get
+`pipeline_parallel`. Placements with model tiers add `model_tiers` to the replica args. Neither
+key appears for first-fit placements, whose output is unchanged.
 """
 
 from __future__ import annotations
@@ -20,10 +27,24 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.deployer.core.model import CPU_DEVICE, Placement, Plan
+from services.deployer.core.realize import (
+    PP_PARTITION_ENV,
+    placement_group_strategy,
+    pp_layer_partition,
+    stage_bundles,
+)
 
 ServiceName = Literal["ingress", "predictor", "profiler", "scheduler", "deployer"]
 SERVICES: tuple[ServiceName, ...] = ("ingress", "predictor", "profiler", "scheduler", "deployer")
-REPLICA_ARG_KEYS: tuple[str, ...] = ("application", "model", "gpu", "engine", "tensor_parallel")
+REPLICA_ARG_KEYS: tuple[str, ...] = (
+    "application",
+    "model",
+    "gpu",
+    "engine",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "model_tiers",
+)
 
 
 class AppOptions(BaseModel):
@@ -149,7 +170,15 @@ def _replica_deployment(p: Plan, pl: Placement, options: ServeOptions) -> dict[s
     )
     if pin:
         actor["resources"] = dict(pin)
-    if uses_gpu and pl.tensor_parallel == 1:
+    if uses_gpu and pl.pipeline_parallel > 1:
+        if pl.tensor_parallel != 1:
+            raise ValueError(f"{pl.application}: pipeline stages must have tensor_parallel 1")
+        stage_nodes = pl.stage_nodes or (pl.node,) * pl.pipeline_parallel
+        out["placement_group_bundles"] = stage_bundles(
+            stage_nodes, cpus, options.node_resource_prefix
+        )
+        out["placement_group_strategy"] = placement_group_strategy(stage_nodes)
+    elif uses_gpu and pl.tensor_parallel == 1:
         actor["num_gpus"] = 1
     elif uses_gpu:
         bundles: list[dict[str, float]] = [{"GPU": 1, "CPU": 1} for _ in range(pl.tensor_parallel)]
@@ -188,11 +217,22 @@ def serve_config(plan: Plan, options: ServeOptions) -> dict[str, Any]:
             "engine": plan.engine,
             "tensor_parallel": pl.tensor_parallel,
         }
+        if pl.pipeline_parallel > 1:
+            args["pipeline_parallel"] = pl.pipeline_parallel
+        if pl.model_tiers is not None:
+            args["model_tiers"] = pl.model_tiers.as_args()
         deployment = _replica_deployment(plan, pl, options)
         replica_app = options.replica.model_copy(update={"num_replicas": 1})
-        apps.append(
-            _application(pl.application, f"/{pl.application}", replica_app, args, deployment)
-        )
+        entry = _application(pl.application, f"/{pl.application}", replica_app, args, deployment)
+        if pl.pipeline_parallel > 1:
+            partition = pp_layer_partition(pl.layer_partition)
+            if len(pl.layer_partition) != pl.pipeline_parallel:
+                raise ValueError(
+                    f"{pl.application}: layer_partition has {len(pl.layer_partition)} stages, "
+                    f"pipeline_parallel is {pl.pipeline_parallel}"
+                )
+            entry["runtime_env"] = {"env_vars": {PP_PARTITION_ENV: partition}}
+        apps.append(entry)
     return {
         "proxy_location": options.proxy_location,
         "http_options": {"host": options.http_host, "port": options.http_port},

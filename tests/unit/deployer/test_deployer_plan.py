@@ -153,4 +153,4 @@ def test_bad_inputs_are_refused(call: object, error: type[Exception], match: str
 
 
 def test_planner_registry() -> None:
-    assert PLANNERS.names() == ["first-fit"]
+    assert PLANNERS.names() == ["first-fit", "helr-he", "helr-lr"]
