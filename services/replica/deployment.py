@@ -26,6 +26,21 @@ from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
 
+class ModelTiersArgs(BaseModel):
+    """The deployer's model-tier plan of one replica (QLM model swapping)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    active: str
+    """Model loaded on the GPUs at start (the replica's served model)."""
+    warm: list[str] = Field(default_factory=list)
+    """Models staged in host memory at start (swap in at PCIe speed)."""
+    cold: list[str] = Field(default_factory=list)
+    """Models the replica may load from storage."""
+    host_budget_bytes: int = Field(ge=0)
+    """Host memory this replica may use for warm models, bytes."""
+
+
 class ReplicaArgs(BaseModel):
     """Arguments of one replica application (the `args` of its Serve config entry)."""
 
@@ -40,7 +55,13 @@ class ReplicaArgs(BaseModel):
     gpu: str = "A100-80GB"
     """GPU type; the simulated engine takes its step times from this GPU's profile."""
     tensor_parallel: int = Field(1, ge=1)
-    """GPUs of this replica (vLLM tensor_parallel_size unless `vllm` sets it)."""
+    """GPUs of each pipeline stage (vLLM tensor_parallel_size unless `vllm` sets it)."""
+    pipeline_parallel: int = Field(1, ge=1)
+    """Pipeline stages (vLLM pipeline_parallel_size unless `vllm` sets it); the deployer's HELR
+    planner puts the layer split in VLLM_PP_LAYER_PARTITION of the application's runtime_env."""
+    model_tiers: ModelTiersArgs | None = None
+    """Simulated engine: the models it may swap between and which start warm; None: `model`
+    only."""
     step_time_scale: float = Field(1.0, ge=0.0)
     """Simulated engine: multiply profiled step times (0: zero-time steps, for overhead runs)."""
     engine_config: EngineConfig = EngineConfig()
@@ -72,17 +93,29 @@ def build_engine(args: ReplicaArgs) -> Engine:
             "model": args.model,
             "served_model_name": args.model,
             "tensor_parallel_size": args.tensor_parallel,
+            "pipeline_parallel_size": args.pipeline_parallel,
             **args.vllm,
         }
         if str(settings.get("model", "")).startswith("~"):
             settings["model"] = str(Path(settings["model"]).expanduser())
         return VLLMEngine(VLLMEngineConfig.model_validate(settings))
-    prof = _scaled(
-        default_profile(args.gpu, args.model, args.tensor_parallel), args.step_time_scale
-    )
-    return AsyncSimEngine(
-        args.application, {args.model: prof}, args.engine_config, WallClock(), args.model
-    )
+    gpus = args.tensor_parallel * args.pipeline_parallel  # a pipeline's GPUs as one TP group
+    tiers = args.model_tiers
+    if tiers is not None and tiers.active != args.model:
+        raise ValueError(
+            f"model_tiers.active must be the replica's model '{args.model}', got '{tiers.active}'"
+        )
+    models = [args.model] if tiers is None else [args.model, *tiers.warm, *tiers.cold]
+    profiles = {
+        m: _scaled(default_profile(args.gpu, m, gpus), args.step_time_scale) for m in models
+    }
+    config = args.engine_config
+    if tiers is not None:
+        config = config.model_copy(update={"host_model_cache_bytes": tiers.host_budget_bytes})
+    engine = AsyncSimEngine(args.application, profiles, config, WallClock(), args.model)
+    for m in tiers.warm if tiers is not None else ():
+        engine.core.tiers.prewarm(m)
+    return engine
 
 
 @serve.deployment(max_ongoing_requests=1024)
