@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
 from services.profiler.core.store import ProfileStore
 from shared.domain import HardwareProfile
+from shared.profiles.io import load_profiles
 from shared.rpc.convert import request_from_meta
 from shared.rpc.slomesh.v1 import profiler_pb2
 from shared.telemetry import TracingConfig, setup_tracing
@@ -24,6 +26,16 @@ class ProfilerArgs(BaseModel):
 
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    profile_files: list[str] = Field(default_factory=list)
+    """Profile files (`slomesh profile` output) registered in the store at start; their
+    profiles answer before the roofline defaults."""
+
+
+def build_store(args: ProfilerArgs) -> ProfileStore:
+    """The store with every profile of args.profile_files registered (later files win)."""
+    return ProfileStore(
+        profiles=[p for path in args.profile_files for p in load_profiles(Path(path).expanduser())]
+    )
 
 
 def profile_msg(p: HardwareProfile) -> profiler_pb2.Profile:
@@ -48,7 +60,7 @@ class ProfilerDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = ProfilerArgs.model_validate(args)
         setup_tracing("profiler", self.args.tracing)
-        self.store = ProfileStore()
+        self.store = build_store(self.args)
 
     def GetProfile(
         self, request: profiler_pb2.GetProfileRequest, grpc_context: Any = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +17,7 @@ from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from shared.domain import HardwareProfile
 from shared.profiles.defaults import default_profile
+from shared.profiles.io import load_profiles
 from shared.rpc.client import CallFailed, MeshClient, Transport
 from shared.rpc.convert import request_from_meta
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
@@ -61,13 +64,52 @@ class SchedulerArgs(BaseModel):
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    profile_files: list[str] = Field(default_factory=list)
+    """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
+    replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""
 
 
-def _profile(gpu: str, model: str) -> HardwareProfile | None:
+ProfileKey = tuple[str, str, int]
+
+
+def load_profile_files(paths: list[str]) -> dict[ProfileKey, HardwareProfile]:
+    """The profiles of `paths` by (gpu, model, tensor_parallel); a later file wins a key."""
+    out: dict[ProfileKey, HardwareProfile] = {}
+    for path in paths:
+        for p in load_profiles(Path(path).expanduser()):
+            out[(p.gpu, p.model, p.tensor_parallel)] = p
+    return out
+
+
+def _profile(
+    gpu: str,
+    model: str,
+    tensor_parallel: int = 1,
+    loaded: Mapping[ProfileKey, HardwareProfile] | None = None,
+) -> HardwareProfile | None:
+    """A loaded (measured) profile of the replica first, else the roofline default."""
+    hit = (loaded or {}).get((gpu, model, tensor_parallel))
+    if hit is not None:
+        return hit
     try:
         return default_profile(gpu, model)
     except ValueError:
         return None  # not in the catalogue (e.g. the local CPU model): routers that need one say so
+
+
+def live_replicas(args: SchedulerArgs) -> list[LiveReplica]:
+    """The scheduler's view of its replicas, each with its profile (loaded files first)."""
+    loaded = load_profile_files(args.profile_files)
+    return [
+        LiveReplica(
+            r.application,
+            r.gpu,
+            r.model,
+            _profile(r.gpu, r.model, r.tensor_parallel, loaded),
+            max_num_seqs=args.max_num_seqs_per_replica,
+        )
+        for r in args.replicas
+    ]
 
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
@@ -75,16 +117,7 @@ class SchedulerDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = SchedulerArgs.model_validate(args)
         setup_tracing("scheduler", self.args.tracing)
-        replicas = [
-            LiveReplica(
-                r.application,
-                r.gpu,
-                r.model,
-                _profile(r.gpu, r.model),
-                max_num_seqs=self.args.max_num_seqs_per_replica,
-            )
-            for r in self.args.replicas
-        ]
+        replicas = live_replicas(self.args)
         self.core = AdmissionCore(
             replicas,
             self.args.policy,

@@ -7,7 +7,17 @@ import sys
 
 from pydantic import ValidationError
 
-from shared.cli import bench, bench_live, bench_mesh, bench_solver, engine_check, up
+from shared.cli import (
+    bench,
+    bench_live,
+    bench_mesh,
+    bench_solver,
+    engine_check,
+    plan,
+    profile,
+    profile_forward,
+    up,
+)
 from shared.cli.errors import UsageError, describe
 from shared.policy import UnknownNameError
 
@@ -23,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_mesh.add_parser(sub)
     bench_solver.add_parser(sub)
     bench_live.add_parser(sub)
+    profile_forward.add_parser(sub)
+    profile.add_parser(sub)
+    plan.add_parser(sub)
     return parser
 
 

@@ -26,6 +26,10 @@ CONFIGS = {
     "simulated": Path("deploy/ray/local-simulated.yaml"),
 }
 
+DEFAULT_PROFILES = {"vllm": Path("deploy/ray/profiles/cpu-tiny-llama.json")}
+"""Measured profiles published with the default configs (`slomesh profile --engine vllm` of the
+tiny CPU model on a 2-core machine); `slomesh up --profile` replaces them."""
+
 
 def load_config(path: Path) -> dict[str, Any]:
     if not path.exists():
@@ -59,6 +63,46 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
                 engine["scorpio"] = stack.scorpio.model_copy(
                     update={"ttft_guard": False}
                 ).model_dump()
+    return out
+
+
+_PROFILE_READERS = ("services.scheduler.deployment", "services.profiler.deployment")
+
+
+def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
+    """`config` with measured profiles published (`slomesh profile` files): the scheduler and
+    profiler applications load `paths` (made absolute: Serve actors may run elsewhere) ahead of
+    the roofline defaults, and every vLLM replica whose (gpu, served model, tensor_parallel) has
+    a profile gets its decode coefficients (turning on SCORPIO's VBS admission there)."""
+    from services.replica.deployment import ReplicaArgs
+    from shared.profiles.io import load_profiles
+
+    files = []
+    profiles: dict[tuple[str, str, int], Any] = {}
+    for path in paths:
+        full = path.expanduser().resolve()
+        if not full.is_file():
+            raise ValueError(f"{path} does not exist")
+        files.append(str(full))
+        for p in load_profiles(full):
+            profiles[(p.gpu, p.model, p.tensor_parallel)] = p
+    defaults = ReplicaArgs()
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        args = app.get("args") or {}
+        app["args"] = args
+        module = str(app.get("import_path", "")).partition(":")[0]
+        if module in _PROFILE_READERS:
+            args["profile_files"] = list(dict.fromkeys([*args.get("profile_files", []), *files]))
+        elif module == "services.replica.deployment" and args.get("engine") == "vllm":
+            vllm = dict(args.get("vllm") or {})  # YAML anchors share one dict between replicas
+            model = vllm.get("served_model_name") or args.get("model", defaults.model)
+            tp = vllm.get("tensor_parallel_size") or args.get("tensor_parallel", 1)
+            prof = profiles.get((args.get("gpu", defaults.gpu), model, tp))
+            if prof is not None:
+                d = prof.decode
+                vllm["decode_coeffs"] = [d.d1, d.d2, d.d3, d.d4]
+            args["vllm"] = vllm
     return out
 
 

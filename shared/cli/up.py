@@ -25,6 +25,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(default: the config's)",
     )
     up.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a `slomesh profile` file for the scheduler, profiler and matching vLLM replicas "
+        "(repeatable; default with --engine vllm and no --config: the shipped measured profile "
+        "of the tiny CPU model, deploy/ray/profiles/cpu-tiny-llama.json)",
+    )
+    up.add_argument(
         "--exit-after-start",
         action="store_true",
         help="start, print the endpoints and the start-up time, then shut down",
@@ -56,6 +66,14 @@ def run_up(args: argparse.Namespace) -> int:
             config = mesh.with_policy(config, args.policy)
         except ValueError as err:
             raise UsageError(f"--policy: {err}") from None
+    profiles = list(args.profile)
+    if not profiles and args.config is None and args.engine in mesh.DEFAULT_PROFILES:
+        profiles = [mesh.DEFAULT_PROFILES[args.engine]]
+    if profiles:
+        try:
+            config = mesh.with_profiles(config, profiles)
+        except ValueError as err:
+            raise UsageError(f"--profile: {err}") from None
     if args.engine == "vllm" and args.config is None:
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
