@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +16,8 @@ from ray.serve import Application
 
 from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
-from shared.domain import HardwareProfile
+from services.scheduler.qlm.lengths import hint_from_prediction
+from shared.domain import HardwareProfile, Request
 from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
 from shared.rpc.client import CallFailed, MeshClient, Transport
@@ -97,6 +99,18 @@ def _profile(
         return None  # not in the catalogue (e.g. the local CPU model): routers that need one say so
 
 
+def with_length_hint(req: Request, prediction: common_pb2.LengthPrediction) -> Request:
+    """`req` carrying the ingress's length prediction (made with the prompt), when it has one."""
+    hint = hint_from_prediction(
+        prediction.mean_tokens,
+        list(prediction.bucket_upper_tokens),
+        list(prediction.bucket_probs),
+        req.max_tokens,
+        prediction.predictor_version,
+    )
+    return req if hint is None else dataclasses.replace(req, length_hint=hint)
+
+
 def live_replicas(args: SchedulerArgs) -> list[LiveReplica]:
     """The scheduler's view of its replicas, each with its profile (loaded files first)."""
     loaded = load_profile_files(args.profile_files)
@@ -151,7 +165,7 @@ class SchedulerDeployment:
     ) -> scheduler_pb2.AdmitReply:
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
-            req = request_from_meta(request.meta)
+            req = with_length_hint(request_from_meta(request.meta), request.prediction)
             decision = self.core.admit(req, time.time())
             self._dispatch()
             span.set_attribute("slomesh.policy", decision.policy)
