@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ray import serve
 from ray.serve import Application
 
@@ -24,8 +24,23 @@ class PredictorArgs(BaseModel):
     """Implementation, a name from services.predictor.core.registry.PREDICTORS."""
     config: dict[str, Any] = Field(default_factory=dict)
     """That implementation's settings."""
+    model_path: str | None = None
+    """Persisted model file of the "learned" predictor (None: the shipped default model)."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+
+    @model_validator(mode="after")
+    def _model_path_needs_learned(self) -> PredictorArgs:
+        if self.model_path is not None and self.predictor != "learned":
+            raise ValueError("model_path is only for predictor 'learned'")
+        return self
+
+    def core_config(self) -> dict[str, Any] | None:
+        """The implementation's config, with model_path folded in (None: all defaults)."""
+        config = dict(self.config)
+        if self.model_path is not None:
+            config["model_path"] = self.model_path
+        return config or None
 
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
@@ -33,7 +48,7 @@ class PredictorDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = PredictorArgs.model_validate(args)
         setup_tracing("predictor", self.args.tracing)
-        self.core = create_predictor(self.args.predictor, self.args.config or None)
+        self.core = create_predictor(self.args.predictor, self.args.core_config())
         self._lock = threading.Lock()  # the core is not thread-safe; sync methods may overlap
         self._tracer = tracer("predictor")
 

@@ -14,6 +14,7 @@ from shared.cli import (
     bench_solver,
     engine_check,
     plan,
+    predictor,
     profile,
     profile_forward,
     up,
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile_forward.add_parser(sub)
     profile.add_parser(sub)
     plan.add_parser(sub)
+    predictor.add_parser(sub)
     return parser
 
 

@@ -9,11 +9,19 @@ from services.predictor.core.base import LengthPredictor, PredictorKind
 from services.predictor.core.online_histogram import ONLINE_HISTOGRAM
 from shared.policy import Registry
 
+
+def _learned() -> PredictorKind:
+    # imported on first use: the learned predictor pulls in scikit-learn
+    from services.predictor.core.learned.predictor import LEARNED
+
+    return LEARNED
+
+
 PREDICTORS: Registry[PredictorKind] = Registry(
     "length predictor",
-    {ONLINE_HISTOGRAM.name: lambda: ONLINE_HISTOGRAM},
+    {ONLINE_HISTOGRAM.name: lambda: ONLINE_HISTOGRAM, "learned": _learned},
 )
-"""Each entry yields the PredictorKind of one implementation (a learned predictor joins here)."""
+"""Each entry yields the PredictorKind of one implementation."""
 
 
 def create_predictor(name: str, config: Mapping[str, Any] | None = None) -> LengthPredictor:

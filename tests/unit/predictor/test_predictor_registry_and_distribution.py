@@ -22,16 +22,16 @@ def test_registry_builds_by_name_with_config() -> None:
     p = create_predictor("online-histogram", {"seed_prior": "uniform", "prior_strength": 3})
     assert isinstance(p, OnlineHistogramPredictor)
     assert p.config.prior_strength == 3
-    assert PREDICTORS.names() == ["online-histogram"]
+    assert PREDICTORS.names() == ["learned", "online-histogram"]
 
 
 @pytest.mark.parametrize(
     "call", [lambda: create_predictor("nope"), lambda: restore_predictor({"kind": "nope"})]
 )
 def test_unknown_name_lists_valid_names(call: object) -> None:
-    with pytest.raises(UnknownNameError, match="valid: online-histogram") as exc:
+    with pytest.raises(UnknownNameError, match="valid: learned, online-histogram") as exc:
         call()  # type: ignore[operator]
-    assert exc.value.valid == ["online-histogram"]
+    assert exc.value.valid == ["learned", "online-histogram"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,299 @@
+"""The "learned" length predictor: an ordinal SGD model over prompt, metadata and tenant history.
+
+Prediction: a request (and its prompt, when shared) becomes one feature row (features.py, with the
+history features of its tenant and model); the ordinal model (ordinal.py) gives bucket
+probabilities; `summarize` turns them, with the per-bucket centres learned from the training data,
+into a LengthDistribution capped at max_tokens. Without a prompt the row has no text part and its
+no-prompt flag set (the model was trained on such rows too).
+
+Online learning (drift), in two speeds:
+
+- every completion updates the tenant history at once (decayed means, history.py), so a tenant's
+  or model's shift shows in the next prediction;
+- completions are buffered into mini-batches of `online_batch_size`; each full batch is one
+  `partial_fit` pass of every threshold classifier with a constant step `online_learning_rate`
+  (constant steps forget old data geometrically, which is what follows drift).
+  observe() gets no prompt, so the feature row a request was predicted with is kept by request_id
+  (the `feature_cache_size` most recent) and reused; otherwise the prompt-less row is learned.
+
+`version` is "learned:<model_id>+<online observations>": model_id names the trained weights; the
+count changes with every observation (each one changes later predictions).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.predictor.core.base import PredictorKind
+from services.predictor.core.distribution import (
+    LengthDistribution,
+    bucket_index,
+    check_bucket_bounds,
+    summarize,
+)
+from services.predictor.core.learned import codec
+from services.predictor.core.learned.features import FeatureBlocks, FeatureConfig, Featurizer
+from services.predictor.core.learned.history import LengthHistory
+from services.predictor.core.learned.ordinal import OrdinalSGD
+from shared.domain import Request
+
+STATE_VERSION = 1
+"""Version of the state() layout; from_state refuses any other."""
+
+
+class LearnedConfig(BaseModel):
+    """Run-time knobs of the learned predictor (the trained model itself comes from a file)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    model_path: str | None = None
+    """Model file (.npz) to load in `from_config`; None: the shipped default model."""
+
+    online_batch_size: int = Field(default=32, ge=1)
+    """Completions per online partial_fit mini-batch."""
+
+    online_learning_rate: float = Field(default=0.05, gt=0.0)
+    """Constant SGD step of online updates (larger: follows drift faster, noisier)."""
+
+    feature_cache_size: int = Field(default=10_000, ge=0)
+    """Predicted requests whose feature rows are kept (by request_id) for their observe()."""
+
+
+class LearnedPredictor:
+    """Ordinal SGD over hashed prompt n-grams, metadata and tenant history (module docstring)."""
+
+    name = "learned"
+
+    def __init__(
+        self,
+        features: FeatureConfig,
+        bucket_upper_tokens: Sequence[int],
+        centres: NDArray[np.float64],
+        ordinal: OrdinalSGD,
+        history: LengthHistory,
+        model_id: str,
+        info: Mapping[str, Any] | None = None,
+        config: LearnedConfig | None = None,
+    ) -> None:
+        check_bucket_bounds(bucket_upper_tokens)
+        self.upper = tuple(int(b) for b in bucket_upper_tokens)
+        if centres.shape != (len(self.upper),) or ordinal.n_buckets != len(self.upper):
+            raise ValueError(
+                "learned predictor: centres and ordinal model need one entry per bucket"
+            )
+        if ordinal.n_features != features.n_features:
+            raise ValueError("learned predictor: ordinal model width differs from the features")
+        self.features = features
+        self.featurizer = Featurizer(features)
+        self.centres = np.asarray(centres, dtype=np.float64)
+        self.ordinal = ordinal
+        self.history = history
+        self.model_id = model_id
+        self.info: dict[str, Any] = dict(info or {})
+        self.config = config or LearnedConfig()
+        self._observations = 0
+        self.online_batches = 0
+        self._pending_rows: list[sp.csr_matrix] = []
+        self._pending_buckets: list[int] = []
+        self._cache: OrderedDict[str, FeatureBlocks] = OrderedDict()
+
+    # --- prediction -------------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return f"learned:{self.model_id}+{self._observations}"
+
+    @property
+    def observations(self) -> int:
+        return self._observations
+
+    def rows(self, requests: Sequence[Request], prompts: Sequence[str | None]) -> FeatureBlocks:
+        """Feature rows of requests (with the current tenant history)."""
+        hist = self.history.features([r.tenant for r in requests], [r.model for r in requests])
+        return self.featurizer.blocks(
+            prompts,
+            [r.model for r in requests],
+            [r.slo.class_name for r in requests],
+            [r.input_tokens for r in requests],
+            hist,
+        )
+
+    def bucket_probs(self, rows: FeatureBlocks) -> NDArray[np.float64]:
+        """n x buckets probabilities of feature rows."""
+        w, b = self.ordinal.weights()
+        return self.ordinal.probs_from_logits(rows.dot(w) + b)
+
+    def predict(self, request: Request, prompt: str | None = None) -> LengthDistribution:
+        """Output-length distribution of `request`, capped by request.max_tokens."""
+        return self.predict_batch([request], [prompt])[0]
+
+    def predict_batch(
+        self, requests: Sequence[Request], prompts: Sequence[str | None] | None = None
+    ) -> list[LengthDistribution]:
+        """predict() for many requests at once (one matrix product; much faster per request)."""
+        if prompts is None:
+            prompts = [None] * len(requests)
+        if len(prompts) != len(requests):
+            raise ValueError("predict_batch: requests and prompts differ in length")
+        if not requests:
+            return []
+        rows = self.rows(requests, prompts)
+        probs = self.bucket_probs(rows)
+        if self.config.feature_cache_size > 0:
+            for i, r in enumerate(requests):
+                self._remember(r.request_id, rows.row(i))
+        version = self.version
+        return [
+            summarize(self.upper, probs[i], self.centres, r.max_tokens, version)
+            for i, r in enumerate(requests)
+        ]
+
+    def _remember(self, request_id: str, row: FeatureBlocks) -> None:
+        self._cache[request_id] = row
+        self._cache.move_to_end(request_id)
+        while len(self._cache) > self.config.feature_cache_size:
+            self._cache.popitem(last=False)
+
+    # --- online learning --------------------------------------------------------------------
+
+    def observe(self, request: Request, output_tokens: int) -> None:
+        """Learn that `request` produced `output_tokens` (>= 1) tokens (module docstring)."""
+        if isinstance(output_tokens, bool) or not isinstance(output_tokens, int | np.integer):
+            raise ValueError(f"output_tokens must be an int, got {output_tokens!r}")
+        if output_tokens < 1:
+            raise ValueError(f"output_tokens must be >= 1, got {output_tokens}")
+        row = self._cache.pop(request.request_id, None)
+        if row is None:
+            row = self.rows([request], [None])
+        self._pending_rows.append(row.matrix())
+        self._pending_buckets.append(bucket_index(self.upper, int(output_tokens)))
+        self.history.observe(request.tenant, request.model, int(output_tokens))
+        self._observations += 1
+        if len(self._pending_rows) >= self.config.online_batch_size:
+            self._learn_pending()
+
+    def _learn_pending(self) -> None:
+        x = sp.vstack(self._pending_rows, format="csr")
+        y = np.asarray(self._pending_buckets, dtype=np.int64)
+        self.ordinal.partial_fit(
+            x, y, learning_rate="constant", eta0=self.config.online_learning_rate
+        )
+        self._pending_rows, self._pending_buckets = [], []
+        self.online_batches += 1
+
+    # --- persistence ------------------------------------------------------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        """JSON-able description: model id, version, features, buckets, history, training info."""
+        return {
+            "kind": self.name,
+            "model_id": self.model_id,
+            "version": self.version,
+            "online_observations": self._observations,
+            "online_batches": self.online_batches,
+            "features": self.features.model_dump(mode="json"),
+            "bucket_upper_tokens": list(self.upper),
+            "bucket_centres_tokens": self.centres.tolist(),
+            "alpha": self.ordinal.alpha,
+            "seed": self.ordinal.seed,
+            "min_prob": self.ordinal.min_prob,
+            "temperature": self.ordinal.temperature,
+            "history": self.history.to_dict(),
+            "info": self.info,
+        }
+
+    def to_bytes(self) -> bytes:
+        """The model file (codec.py) of this predictor, with online updates and pending batch."""
+        arrays: dict[str, NDArray[np.generic]] = dict(self.ordinal.arrays())
+        pending = sp.vstack(self._pending_rows, format="csr") if self._pending_rows else None
+        if pending is not None:
+            arrays["pending_data"] = pending.data
+            arrays["pending_indices"] = pending.indices.astype(np.int64)
+            arrays["pending_indptr"] = pending.indptr.astype(np.int64)
+            arrays["pending_buckets"] = np.asarray(self._pending_buckets, dtype=np.int64)
+        return codec.encode(arrays, self.metadata())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, config: LearnedConfig | None = None) -> LearnedPredictor:
+        """Rebuild from a model file's bytes (to_bytes); `config` sets the run-time knobs."""
+        arrays, meta = codec.decode(data)
+        if meta.get("kind") != cls.name:
+            raise ValueError(f"model file: kind must be '{cls.name}', got {meta.get('kind')!r}")
+        features = FeatureConfig.model_validate(meta["features"])
+        upper = [int(b) for b in meta["bucket_upper_tokens"]]
+        ordinal = OrdinalSGD(
+            len(upper),
+            features.n_features,
+            float(meta["alpha"]),
+            int(meta["seed"]),
+            float(meta["min_prob"]),
+        )
+        ordinal.load_arrays(arrays)
+        ordinal.temperature = float(meta["temperature"])
+        p = cls(
+            features,
+            upper,
+            np.asarray(meta["bucket_centres_tokens"], dtype=np.float64),
+            ordinal,
+            LengthHistory.from_dict(meta["history"]),
+            str(meta["model_id"]),
+            meta.get("info") or {},
+            config,
+        )
+        p._observations = int(meta["online_observations"])
+        p.online_batches = int(meta["online_batches"])
+        if "pending_buckets" in arrays:
+            buckets = np.asarray(arrays["pending_buckets"], dtype=np.int64)
+            x = sp.csr_matrix(
+                (arrays["pending_data"], arrays["pending_indices"], arrays["pending_indptr"]),
+                shape=(len(buckets), features.n_features),
+            )
+            p._pending_rows = [x[i] for i in range(len(buckets))]
+            p._pending_buckets = [int(b) for b in buckets]
+        return p
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able snapshot: metadata, run-time config and the model file (base64)."""
+        return {
+            "kind": self.name,
+            "state_version": STATE_VERSION,
+            "version": self.version,
+            "config": self.config.model_dump(mode="json"),
+            "metadata": self.metadata(),
+            "model_npz_base64": base64.b64encode(self.to_bytes()).decode("ascii"),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> LearnedPredictor:
+        """Rebuild from state(); refuses another kind or state version."""
+        if state.get("kind") != cls.name:
+            raise ValueError(f"state.kind must be '{cls.name}', got {state.get('kind')!r}")
+        if state.get("state_version") != STATE_VERSION:
+            raise ValueError(
+                f"state.state_version must be {STATE_VERSION}, got {state.get('state_version')!r}"
+            )
+        config = LearnedConfig.model_validate(state.get("config") or {})
+        return cls.from_bytes(base64.b64decode(state["model_npz_base64"]), config)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None = None) -> LearnedPredictor:
+        """Load config["model_path"] (None: the shipped default model) with these knobs."""
+        cfg = LearnedConfig.model_validate(dict(config or {}))
+        from services.predictor.model_store import read_model_bytes
+
+        return cls.from_bytes(read_model_bytes(cfg.model_path), cfg)
+
+
+LEARNED = PredictorKind(
+    name=LearnedPredictor.name,
+    create=LearnedPredictor.from_config,
+    restore=LearnedPredictor.from_state,
+)
