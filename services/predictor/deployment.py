@@ -20,8 +20,9 @@ class PredictorArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    predictor: str = "online-histogram"
-    """Implementation, a name from services.predictor.core.registry.PREDICTORS."""
+    predictor: str = "learned"
+    """Implementation, a name from services.predictor.core.registry.PREDICTORS: "learned" (the
+    shipped prompt-aware model, learning online) or "online-histogram" (prompt-less)."""
     config: dict[str, Any] = Field(default_factory=dict)
     """That implementation's settings."""
     model_path: str | None = None
