@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         if args.max_num_seqs < 1:
             raise UsageError(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")
         base = _with_seats(base, args.max_num_seqs)
+    if args.engine in mesh.DEFAULT_PROFILES:  # the measured CPU profile, as `slomesh up` uses
+        base = mesh.with_profiles(base, [mesh.DEFAULT_PROFILES[args.engine]])
     configs = {}
     for policy in policies:
         try:
