@@ -9,6 +9,7 @@ in `shared.experiments.helpers`.
 from __future__ import annotations
 
 from shared.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
+from shared.experiments.lengths_prompts import LengthsPrompts
 from shared.experiments.qlm_ablation_wa import QLMAblationWA
 from shared.experiments.qlm_ablation_wb import QLMAblationWB
 from shared.experiments.qlm_delta import QLMDelta
@@ -34,6 +35,7 @@ EXPERIMENTS: Registry[Experiment] = Registry(
             QLMRWTLive,
             QLMDelta,
             QLMSolver,
+            LengthsPrompts,
         )
     },
 )

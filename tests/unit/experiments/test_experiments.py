@@ -15,6 +15,7 @@ from shared.policy import UnknownNameError
 from shared.scenarios import SCENARIOS
 
 NAMES = [
+    "lengths-prompts",
     "qlm-ablation-wa",
     "qlm-ablation-wb",
     "qlm-delta",
@@ -37,6 +38,15 @@ EXPECTED_KEYS: dict[str, set[str]] = {
     "qlm-rwt-live": {"scenario", "rate_rps", "snapshot_s", "arrival", "snapshot"},
     "qlm-delta": {"scenario", "stream_rates_rps", "points"},
     "qlm-solver": {"queues", "models", "rows"},
+    "lengths-prompts": {
+        "served_model",
+        "max_tokens",
+        "rates_rps",
+        "split",
+        "predictor_metrics",
+        "arms",
+        "points",
+    },
 }
 
 TINY = 60
