@@ -13,6 +13,7 @@ from shared.cli import (
     bench_mesh,
     bench_solver,
     engine_check,
+    fidelity,
     plan,
     predictor,
     profile,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_parser(sub)
     plan.add_parser(sub)
     predictor.add_parser(sub)
+    fidelity.add_parser(sub)
     return parser
 
 
