@@ -51,5 +51,5 @@ def test_replica_model_tiers_must_start_with_the_served_model():
         "model": "llama-3.1-8b",
         "model_tiers": {"active": "llama-2-13b", "host_budget_bytes": 0},
     }
-    with pytest.raises(ValueError, match="model_tiers.active must be the replica's model"):
+    with pytest.raises(ValueError, match=r"model_tiers\.active must be the replica.s model"):
         build_engine(ReplicaArgs.model_validate(raw))
