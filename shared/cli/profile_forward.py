@@ -1,5 +1,5 @@
 """`slomesh profile-forward`: time a random-weight Llama forward pass, fit a profile, compare it
-with the roofline (services/profiler/torch_forward.py).
+with the roofline (services/profiler/torch_forward/).
 
 Writes the fitted profile (profile file format of shared/profiles/io.py, with the comparison in its
 "report") and a markdown comparison report, and prints the report.
