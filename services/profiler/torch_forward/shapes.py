@@ -9,7 +9,7 @@ from itertools import product
 from typing import Any, Literal
 
 from shared.policy.registry import UnknownNameError
-from shared.profiles.catalog import gpu_names, gpu_spec
+from shared.profiles.catalog import gpu_names, gpu_spec, model_spec
 
 Dtype = Literal["bf16", "fp32"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp32": 4}
@@ -52,17 +52,20 @@ class ForwardShape:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
+_LLAMA_31_8B_SPEC = model_spec("llama-3.1-8b")
+
 LLAMA_31_8B = ForwardShape(
-    # meta-llama/Llama-3.1-8B config.json (the catalog's llama-3.1-8b has the same layers, hidden
-    # size, heads, KV heads and head_dim; intermediate size, vocab and RoPE are from config.json).
+    # Layers, hidden size, heads, KV heads and head_dim from the catalog's llama-3.1-8b (the
+    # shape its roofline profile uses); intermediate size, vocab and RoPE from
+    # meta-llama/Llama-3.1-8B config.json, which the catalog does not hold.
     name="llama-3.1-8b",
-    model="llama-3.1-8b",
+    model=_LLAMA_31_8B_SPEC.name,
     vocab_size=128256,
-    hidden_size=4096,
-    layers=32,
-    heads=32,
-    kv_heads=8,
-    head_dim=128,
+    hidden_size=_LLAMA_31_8B_SPEC.hidden_size,
+    layers=_LLAMA_31_8B_SPEC.layers,
+    heads=_LLAMA_31_8B_SPEC.attention_heads,
+    kv_heads=_LLAMA_31_8B_SPEC.kv_heads,
+    head_dim=_LLAMA_31_8B_SPEC.head_dim,
     intermediate_size=14336,
     rope_theta=500000.0,
     max_position_embeddings=131072,
@@ -73,7 +76,7 @@ LLAMA_31_8B = ForwardShape(
         "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192,
     },
-    catalog_model="llama-3.1-8b",
+    catalog_model=_LLAMA_31_8B_SPEC.name,
 )
 
 TINY = ForwardShape(
