@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy shared services
+	$(BIN)/mypy shared services slomesh
 
 unit: $(STAMP)
 	$(BIN)/pytest

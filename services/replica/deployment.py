@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
-from services.replica.config import EngineConfig
 from services.replica.engine import Engine, EngineRequest
 from services.replica.sim_engine import AsyncSimEngine
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
+from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
 from shared.rpc.convert import request_from_meta
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from services.replica.core.engine_core import EngineStatus
 from shared.domain import Request
+from shared.domain.engine import EngineStatus
 
 FinishReason = Literal["stop", "length", "abort"]
 

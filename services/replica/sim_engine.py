@@ -12,11 +12,11 @@ import contextlib
 import zlib
 from collections.abc import AsyncIterator
 
-from services.replica.config import EngineConfig
-from services.replica.core.engine_core import EngineStatus, SimEngineCore
+from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind
 from services.replica.engine import EngineRequest, FinishReason, TokenChunk
 from shared.domain import Clock, HardwareProfile
+from shared.domain.engine import EngineConfig, EngineStatus
 
 _VOCAB = 32000
 

@@ -16,7 +16,8 @@ from ray.serve import Application
 
 from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
-from services.scheduler.qlm.lengths import hint_from_prediction
+from services.scheduler.core.policies import create_global_policy
+from services.scheduler.core.qlm.length_estimates import hint_from_prediction
 from shared.domain import HardwareProfile, Request
 from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
@@ -49,7 +50,13 @@ class SchedulerArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy: str = "qlm"
-    """Serving stack (a name from services.scheduler.stacks.STACKS)."""
+    """Global policy, a name from services/scheduler/core/policies.py (qlm, round-robin,
+    least-loaded, oracle-ttft, batching)."""
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+    """That policy's config (QLMConfig or BatchingConfig fields; none for routers)."""
+    policy_label: str | None = None
+    """Name reported with each decision (the serving stack `slomesh up --policy` resolved);
+    None: the policy name."""
     replicas: list[ReplicaEntry] = Field(min_length=1)
     """The replicas to place on."""
     transport: Transport = "handle"
@@ -134,7 +141,8 @@ class SchedulerDeployment:
         replicas = live_replicas(self.args)
         self.core = AdmissionCore(
             replicas,
-            self.args.policy,
+            create_global_policy(self.args.policy, self.args.policy_options),
+            self.args.policy_label or self.args.policy,
             self.args.max_in_flight_per_replica,
             self.args.max_queued_requests,
         )
@@ -220,7 +228,7 @@ class SchedulerDeployment:
             self.core.report(request_id, 0, time.time())  # leaves the queue; nothing is lost
             raise
         span.set_attribute("slomesh.queue_wait_ms", (time.time() - t0) * 1e3)
-        return AdmitDecision(True, rep, policy=self.core.stack.name)
+        return AdmitDecision(True, rep, policy=self.core.policy_label)
 
     def _start_ticker(self) -> None:
         if self._ticker is None or self._ticker.done():

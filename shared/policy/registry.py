@@ -1,13 +1,14 @@
 """A registry of named factories, one instance per policy family.
 
 Policies register themselves with a decorator; configs name them; an unknown name fails at start-up
-with the list of valid ones.
+with the list of valid ones. Factories may take arguments (a config, collaborators): `create`
+passes them through, so variants are config handed to one factory, not new entries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -25,12 +26,12 @@ class UnknownNameError(ValueError):
 class Registry(Generic[T]):
     """Maps names to factories for one family (e.g. "router", "queue policy")."""
 
-    def __init__(self, family: str, factories: dict[str, Callable[[], T]] | None = None) -> None:
+    def __init__(self, family: str, factories: dict[str, Callable[..., T]] | None = None) -> None:
         self.family = family
-        self._factories: dict[str, Callable[[], T]] = dict(factories or {})
+        self._factories: dict[str, Callable[..., T]] = dict(factories or {})
 
-    def register(self, name: str) -> Callable[[Callable[[], T]], Callable[[], T]]:
-        def deco(factory: Callable[[], T]) -> Callable[[], T]:
+    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def deco(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._factories:
                 raise ValueError(f"{self.family} '{name}' registered twice")
             self._factories[name] = factory
@@ -45,6 +46,6 @@ class Registry(Generic[T]):
         if name not in self._factories:
             raise UnknownNameError(self.family, name, self.names())
 
-    def create(self, name: str) -> T:
+    def create(self, name: str, *args: Any, **kwargs: Any) -> T:
         self.check(name)
-        return self._factories[name]()
+        return self._factories[name](*args, **kwargs)

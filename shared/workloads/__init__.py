@@ -6,7 +6,7 @@ Everything is pure and seeded (no global RNG); nothing is read at import time.
 
 from shared.workloads.arrivals import gamma_arrivals, poisson_arrivals, trace_arrivals
 from shared.workloads.generator import generate, split_requests
-from shared.workloads.lengths import (
+from shared.workloads.length_samplers import (
     clip_lengths,
     fixed_lengths,
     sample_lengths,

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from shared.domain import SLO, Request
 from shared.workloads.arrivals import gamma_arrivals, poisson_arrivals, trace_arrivals
-from shared.workloads.lengths import sample_lengths
+from shared.workloads.length_samplers import sample_lengths
 from shared.workloads.slo_classes import get_slo_class
 from shared.workloads.spec import StreamSpec, WorkloadSpec
 from shared.workloads.traces import load_azure_trace

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.cli import mesh
+from slomesh.cli import mesh
 
 TINY = "tiny-llama"
 

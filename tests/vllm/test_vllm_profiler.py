@@ -34,8 +34,8 @@ KV_BYTES = 8 << 20
 
 
 def test_small_vllm_sweep(tiny_model_dir: Path) -> None:
-    from services.profiler.drivers.vllm_engine import profile_vllm
     from services.replica.vllm.config import VLLMEngineConfig
+    from slomesh.profiling.vllm import profile_vllm
 
     config = VLLMEngineConfig(
         model=str(tiny_model_dir),

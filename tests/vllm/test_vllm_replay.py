@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.sim.trace import TraceSpec, make_trace
+from slomesh.sim.trace import TraceSpec, make_trace
 
 pytest.importorskip("vllm")
 
 
 def test_replay_forces_output_lengths(tiny_model_dir: Path) -> None:
     from services.replica.vllm.config import VLLMEngineConfig
-    from services.replica.vllm.replay import replay_vllm
+    from slomesh.sim.vllm_replay import replay_vllm
 
     trace = make_trace(
         TraceSpec(

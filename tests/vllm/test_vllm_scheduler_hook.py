@@ -36,7 +36,7 @@ def vllm_request(
 
 
 def queue_for(policy: str, now: float = 1000.0) -> Any:
-    from services.replica.policies import QUEUE_POLICIES
+    from services.replica.core.queue_policies import QUEUE_POLICIES
     from services.replica.vllm.scheduler_hook import PolicyRequestQueue
 
     return PolicyRequestQueue(QUEUE_POLICIES.create(policy), now=lambda: now)

@@ -24,9 +24,9 @@ TOKENS = 60
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
-    from services.replica.scorpio.config import ScorpioConfig
     from services.replica.vllm.config import VLLMEngineConfig
     from services.replica.vllm.engine import VLLMEngine
+    from shared.domain.scorpio import ScorpioConfig
 
     config = VLLMEngineConfig(
         model=str(tiny_model_dir),

@@ -4,12 +4,7 @@
 implementation follows the `LengthPredictor` protocol and is registered by name in `PREDICTORS`.
 """
 
-from services.predictor.core.base import LengthPredictor, PredictorKind
-from services.predictor.core.distribution import (
-    DEFAULT_BUCKET_UPPER_TOKENS,
-    LengthDistribution,
-    summarize,
-)
+from services.predictor.core.base import PredictorKind
 from services.predictor.core.online_histogram import (
     ONLINE_HISTOGRAM,
     STATE_VERSION,
@@ -25,6 +20,12 @@ from services.predictor.core.priors import (
     uniform_prior,
 )
 from services.predictor.core.registry import PREDICTORS, create_predictor, restore_predictor
+from shared.domain.length_distribution import (
+    DEFAULT_BUCKET_UPPER_TOKENS,
+    LengthDistribution,
+    summarize,
+)
+from shared.domain.length_prediction import LengthPredictor
 
 __all__ = [
     "DEFAULT_BUCKET_UPPER_TOKENS",

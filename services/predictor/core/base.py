@@ -1,43 +1,15 @@
-"""The length-predictor interface every implementation (online histogram, learned model) follows."""
+"""How the registry builds one predictor implementation.
+
+The interface itself is shared/domain/length_prediction.py.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from services.predictor.core.distribution import LengthDistribution
-from shared.domain import Request
-
-
-@runtime_checkable
-class LengthPredictor(Protocol):
-    """Predicts a request's output-length distribution and learns from finished requests.
-
-    Implementations are pure (no clock, no I/O, no global RNG) and not thread-safe: the shell
-    serialises calls. `prompt` is the prompt text where the caller may share it (the ingress
-    does, the scheduler never does); implementations must work without it.
-    """
-
-    name: str
-    """Registry name of the implementation."""
-
-    def predict(self, request: Request, prompt: str | None = None) -> LengthDistribution:
-        """Output-length distribution of `request`, capped by request.max_tokens."""
-        ...
-
-    def observe(self, request: Request, output_tokens: int) -> None:
-        """Learn that `request` produced `output_tokens` tokens."""
-        ...
-
-    @property
-    def observations(self) -> int:
-        """Completions learned from so far (ObserveReply.observations)."""
-        ...
-
-    def state(self) -> dict[str, Any]:
-        """JSON-able snapshot, restorable with the registry's `restore_predictor`."""
-        ...
+from shared.domain.length_prediction import LengthPredictor
 
 
 @dataclass(frozen=True, slots=True)

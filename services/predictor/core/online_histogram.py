@@ -24,7 +24,9 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.predictor.core.base import PredictorKind
-from services.predictor.core.distribution import (
+from services.predictor.core.priors import SeedPrior, SeedPriorName, probs_prior, seed_prior
+from shared.domain import Request
+from shared.domain.length_distribution import (
     DEFAULT_BUCKET_UPPER_TOKENS,
     LengthDistribution,
     bucket_index,
@@ -32,8 +34,6 @@ from services.predictor.core.distribution import (
     check_bucket_bounds,
     summarize,
 )
-from services.predictor.core.priors import SeedPrior, SeedPriorName, probs_prior, seed_prior
-from shared.domain import Request
 
 STATE_VERSION = 1
 """Version of the state() layout; from_state refuses any other."""

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from services.predictor.core.distribution import bucket_midpoints, check_bucket_bounds
+from shared.domain.length_distribution import bucket_midpoints, check_bucket_bounds
 
 SeedPriorName = Literal["uniform", "azure-conv", "azure-code"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.predictor.core.base import LengthPredictor, PredictorKind
+from services.predictor.core.base import PredictorKind
 from services.predictor.core.online_histogram import ONLINE_HISTOGRAM
+from shared.domain.length_prediction import LengthPredictor
 from shared.policy import Registry
 
 

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.profiler.core.runner import MixedRunMeasurement
-from services.profiler.core.sim_engine import SimSweepEngine
+from services.profiler.core.runner import MixedRunMeasurement, SweepEngine
 from services.profiler.core.sweep import EngineLimits, MixedRequest
-from services.replica.config import EngineConfig
 from shared.domain import HardwareProfile
+from shared.domain.engine import EngineConfig
 from shared.profiles import fit_inefficiency
+
+IdealEngineFactory = Callable[[HardwareProfile, EngineConfig], SweepEngine]
+"""Builds the ideal engine: the simulated engine with a profile's step times and a config's batch
+limits, on a virtual clock. The composition root hands it in (slomesh/sim/lone_engine.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,10 @@ class InefficiencyReport:
 
 
 def ideal_run_s(
-    profile: HardwareProfile, requests: Sequence[MixedRequest], limits: EngineLimits
+    profile: HardwareProfile,
+    requests: Sequence[MixedRequest],
+    limits: EngineLimits,
+    ideal_engine: IdealEngineFactory,
 ) -> tuple[float, int]:
     """Virtual seconds and output tokens of `requests` (arriving together) on the simulated
     engine with `profile`'s step times, `limits`' batch limits and unlimited KV."""
@@ -61,7 +67,7 @@ def ideal_run_s(
         max_num_batched_tokens=limits.max_num_batched_tokens,
         block_size_tokens=bs,
     )
-    engine = SimSweepEngine(roomy, config)
+    engine = ideal_engine(roomy, config)
     for i, r in enumerate(requests):
         engine.add(f"ideal-{i}", r.input_tokens, r.output_tokens)
     tokens = 0
@@ -75,6 +81,7 @@ def measure_inefficiency(
     requests: Sequence[MixedRequest],
     measured: MixedRunMeasurement,
     limits: EngineLimits,
+    ideal_engine: IdealEngineFactory,
 ) -> InefficiencyReport:
     """ε of the measured ε run against the fitted profile's ideal (module docstring)."""
     if measured.wall_s <= 0 or measured.output_tokens <= 0:
@@ -82,7 +89,7 @@ def measure_inefficiency(
             f"ε run measured {measured.output_tokens} tokens in {measured.wall_s} s: "
             "nothing to compare"
         )
-    ideal_s, ideal_tokens = ideal_run_s(fitted, requests, limits)
+    ideal_s, ideal_tokens = ideal_run_s(fitted, requests, limits, ideal_engine)
     measured_tok_s = measured.output_tokens / measured.wall_s
     ideal_tok_s = ideal_tokens / ideal_s
     return InefficiencyReport(

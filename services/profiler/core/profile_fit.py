@@ -16,7 +16,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from services.profiler.core.inefficiency import InefficiencyReport, measure_inefficiency
+from services.profiler.core.inefficiency import (
+    IdealEngineFactory,
+    InefficiencyReport,
+    measure_inefficiency,
+)
 from services.profiler.core.runner import SweepMeasurements
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles import DecodeSample, FitResult, PrefillSample, fit_decode, fit_prefill
@@ -116,7 +120,12 @@ def _points(
     }
 
 
-def fit_sweep(measurements: SweepMeasurements, facts: EngineFacts, engine: str) -> FittedProfile:
+def fit_sweep(
+    measurements: SweepMeasurements,
+    facts: EngineFacts,
+    engine: str,
+    ideal_engine: IdealEngineFactory,
+) -> FittedProfile:
     """Fit the profile of `facts.model` on `facts.gpu` from the sweep (module docstring).
 
     engine names what was measured ("vllm", "simulated") in the profile's source.
@@ -142,7 +151,7 @@ def fit_sweep(measurements: SweepMeasurements, facts: EngineFacts, engine: str) 
     mixed = measurements.mixed
     if mixed is not None:
         eff = measure_inefficiency(
-            profile, measurements.plan.mixed, mixed, measurements.plan.limits
+            profile, measurements.plan.mixed, mixed, measurements.plan.limits, ideal_engine
         )
         profile = dataclasses.replace(profile, inefficiency=eff.epsilon)
     points = _points(measurements, pre.coeffs, dec.coeffs)

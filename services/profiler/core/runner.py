@@ -27,7 +27,7 @@ class StepObservation:
 
 
 class SweepEngine(Protocol):
-    """An engine the sweep can drive one step at a time (adapters in services/profiler/drivers)."""
+    """An engine the sweep can drive one step at a time (adapters in slomesh/profiling)."""
 
     def now_s(self) -> float:
         """The engine's clock, in seconds."""

@@ -8,51 +8,16 @@ the HardwareProfile of the active model. Batching is delegated to a planner (con
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
-from services.replica.config import EngineConfig
 from services.replica.core.kv_cache import BlockPool, HostSwapSpace
 from services.replica.core.model_tiers import ModelTiers
 from services.replica.core.outputs import StepKind, StepPlan, StepResult
 from services.replica.core.planners import make_planner
+from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from services.replica.core.waiting_queue import WaitingQueue
-from services.replica.policies import QUEUE_POLICIES
 from shared.domain import HardwareProfile, Request
-
-
-@dataclass(frozen=True, slots=True)
-class SliceEntry:
-    """A request handed to an engine for one slice of a pre-formed batch (SCLS/UELLM).
-
-    output_tokens: tokens it generated in earlier slices (its context is prompt + these);
-    first_token_s: when its first token came (None before its first slice).
-    """
-
-    request: Request
-    output_tokens: int = 0
-    first_token_s: float | None = None
-    preemptions: int = 0
-
-
-class RequestTooLarge(ValueError):
-    """The request can never fit this instance's KV cache; reject it instead of queueing it."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineStatus:
-    """A snapshot the replica reports to the scheduler."""
-
-    active_model: str | None
-    waiting: int
-    running: int
-    evicted: int
-    kv_used_blocks: int
-    kv_total_blocks: int
-    outstanding_output_tokens: int
-    """Output tokens still to generate (true lengths: meaningful to the simulator/oracle only)."""
-    pending_prefill_tokens: int
-    """Tokens whose KV is not computed yet (prompts, recompute after preemption, 1 per decode)."""
+from shared.domain.engine import EngineConfig, EngineStatus, RequestTooLarge, SliceEntry
 
 
 class SimEngineCore:

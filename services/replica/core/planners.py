@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from services.replica.config import EngineConfig
 from services.replica.core.continuous import ContinuousPlanner
 from services.replica.core.outputs import StepPlan, StepResult
 from services.replica.core.scorpio_planner import ScorpioPlanner
 from services.replica.core.static import StaticPlanner
+from shared.domain.engine import EngineConfig
 
 if TYPE_CHECKING:
     from services.replica.core.engine_core import SimEngineCore

@@ -1,7 +1,7 @@
 """SCORPIO's guards on the continuous-batching engine (ALGORITHMS.md §3).
 
-The policies themselves are pure (services/replica/scorpio/); this planner only adapts them to the
-simulated engine, exactly as the vLLM `scheduler_cls` hook adapts them to vLLM:
+The policies themselves are pure (services/replica/core/scorpio/); this planner only adapts them
+to the simulated engine, exactly as the vLLM `scheduler_cls` hook adapts them to vLLM:
 - TTFT guard: before each step, walk the waiting queue least-deadline-first accumulating predicted
   prefill time; reject the requests that cannot get their first token in time (early, with why).
 - TPOT guard (VBS admission): the waiting head joins the running batch only if the fitted decode
@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 
 from services.replica.core.continuous import ContinuousPlanner
 from services.replica.core.outputs import StepPlan, StepResult
-from services.replica.core.sequence import Sequence
-from services.replica.scorpio.config import ScorpioConfig
-from services.replica.scorpio.credit import CreditBatcher
-from services.replica.scorpio.tpot_model import (
+from services.replica.core.scorpio.credit import CreditBatcher
+from services.replica.core.scorpio.tpot_model import (
     DecodeTPOTModel,
     PrefillInterferenceTPOTModel,
     TPOTModel,
 )
-from services.replica.scorpio.ttft_guard import TTFTGuard, WaitingRequest
-from services.replica.scorpio.vbs import Candidate, VBSAdmission
+from services.replica.core.scorpio.ttft_guard import TTFTGuard, WaitingRequest
+from services.replica.core.scorpio.vbs import Candidate, VBSAdmission
+from services.replica.core.sequence import Sequence
+from shared.domain.scorpio import ScorpioConfig
 
 if TYPE_CHECKING:
     from services.replica.core.engine_core import SimEngineCore

@@ -9,8 +9,8 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from services.replica.core.queue_policies.base import QueuePolicy
 from services.replica.core.sequence import SeqStatus, Sequence
-from services.replica.policies.base import QueuePolicy
 
 
 class WaitingQueue:

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from services.replica.policies import QUEUE_POLICIES
-from services.replica.scorpio.config import ScorpioConfig
+from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.vllm.slo_metadata import hook_engine_kwargs
+from shared.domain.scorpio import ScorpioConfig
 
 
 class VLLMEngineConfig(BaseModel):

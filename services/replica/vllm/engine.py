@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.replica.core.engine_core import EngineStatus
 from services.replica.engine import Engine, EngineRequest, FinishReason, TokenChunk
 from services.replica.vllm.config import VLLMEngineConfig
 from services.replica.vllm.slo_metadata import (
@@ -38,6 +37,7 @@ from services.replica.vllm.slo_metadata import (
     request_metadata,
 )
 from shared.domain import Clock, WallClock
+from shared.domain.engine import EngineStatus
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM

@@ -35,8 +35,8 @@ from vllm.v1.core.sched.request_queue import RequestQueue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from services.replica.core.queue_policies import QUEUE_POLICIES, QueuePolicy
 from services.replica.core.sequence import Sequence
-from services.replica.policies import QUEUE_POLICIES, QueuePolicy
 from services.replica.vllm.scorpio_hook import ScorpioStep
 from services.replica.vllm.slo_metadata import POLICY_CONFIG_KEY, sequence_from_vllm
 

@@ -1,5 +1,5 @@
 """SCORPIO's TPOT guards inside vLLM's scheduler (the `scheduler_cls` hook adapts, the policy
-code in services/replica/scorpio/ decides).
+code in services/replica/core/scorpio/ decides).
 
 Each `schedule()` call is one engine iteration. Before vLLM's own scheduler runs:
 - credit batching: the decoding requests that hold no whole credit this iteration are taken out
@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 from vllm.v1.request import Request
 
-from services.replica.scorpio.config import ScorpioConfig
-from services.replica.scorpio.credit import CreditBatcher
-from services.replica.scorpio.tpot_model import DecodeTPOTModel
-from services.replica.scorpio.vbs import Candidate, VBSAdmission
+from services.replica.core.scorpio.credit import CreditBatcher
+from services.replica.core.scorpio.tpot_model import DecodeTPOTModel
+from services.replica.core.scorpio.vbs import Candidate, VBSAdmission
 from shared.domain.profile import DecodeCoeffs
+from shared.domain.scorpio import ScorpioConfig
 
 T = TypeVar("T")
 

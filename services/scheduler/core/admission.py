@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
-from services.scheduler.stacks import STACKS
 from shared.domain import Request
 
 
@@ -41,7 +41,8 @@ class AdmissionCore:
     def __init__(
         self,
         replicas: list[LiveReplica],
-        stack: str,
+        policy: GlobalPolicy,
+        policy_label: str,
         max_in_flight: int,
         max_queued: int = 100_000,
     ) -> None:
@@ -54,8 +55,8 @@ class AdmissionCore:
         if max_queued < 0:
             raise ValueError(f"scheduler.max_queued_requests must be >= 0, got {max_queued}")
         self.replicas = {r.application: r for r in replicas}
-        self.stack = STACKS.create(stack)
-        self.policy = self.stack.global_policy()
+        self.policy = policy
+        self.policy_label = policy_label
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self._owner: dict[str, LiveReplica] = {}
@@ -93,8 +94,8 @@ class AdmissionCore:
         self.admitted += 1
         chosen = self._owner.get(request.request_id)
         if chosen is None:
-            return AdmitDecision(True, None, policy=self.stack.name, queued=True)
-        return AdmitDecision(True, chosen, policy=self.stack.name)
+            return AdmitDecision(True, None, policy=self.policy_label, queued=True)
+        return AdmitDecision(True, chosen, policy=self.policy_label)
 
     def report(
         self, request_id: str, output_tokens: int = 0, now_s: float = 0.0
@@ -136,4 +137,4 @@ class AdmissionCore:
 
     def _reject(self, reason: str, retry_after_s: float) -> AdmitDecision:
         self.rejected += 1
-        return AdmitDecision(False, None, reason, retry_after_s, self.stack.name)
+        return AdmitDecision(False, None, reason, retry_after_s, self.policy_label)

@@ -1,7 +1,8 @@
 """A live replica as the scheduler's policies see it: counts from admissions and reports.
 
-Implements services.scheduler.cluster_view.InstanceHandle, so the same routers and global policies
-that run in the simulator place live requests. No prompt text, no network: the shell feeds it.
+Implements services.scheduler.core.cluster_view.InstanceHandle, so the same routers and global
+policies that run in the simulator place live requests. No prompt text, no network: the shell
+feeds it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.replica.core.engine_core import EngineStatus
-from services.scheduler.cluster_view import WorkItem
+from services.scheduler.core.cluster_view import WorkItem
 from shared.domain import HardwareProfile, Request
+from shared.domain.engine import EngineStatus
 
 
 @dataclass(frozen=True, slots=True)

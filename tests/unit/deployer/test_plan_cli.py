@@ -1,4 +1,4 @@
-"""`slomesh plan` (shared/cli/plan.py; HELR, UELLM Algorithm 2, ALGORITHMS.md §5): models,
+"""`slomesh plan` (slomesh/cli/plan.py; HELR, UELLM Algorithm 2, ALGORITHMS.md §5): models,
 device maps, the written Serve config."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from services.deployer.core import ModelDemand
-from shared.cli.errors import UsageError
-from shared.cli.main import main
-from shared.cli.plan import parse_models
+from slomesh.cli.errors import UsageError
+from slomesh.cli.main import main
+from slomesh.cli.plan import parse_models
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "ray" / "inventory" / "example.yaml"
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from shared.cli.main import main
-from shared.experiments import EXPERIMENTS, ExperimentArgs
-from shared.experiments.base import HEADER_KEYS, thin
 from shared.policy import UnknownNameError
-from shared.scenarios import SCENARIOS
+from slomesh.bench.experiments import EXPERIMENTS, ExperimentArgs
+from slomesh.bench.experiments.base import HEADER_KEYS, thin
+from slomesh.bench.scenarios import SCENARIOS
+from slomesh.cli.main import main
 
 NAMES = [
     "lengths-prompts",

@@ -8,8 +8,8 @@ import pytest
 
 from services.predictor.data import DEFAULT_DATA_DIR
 from services.predictor.model_store import load_model
-from shared.experiments import EXPERIMENTS, ExperimentArgs
-from shared.experiments.lengths_prompts import (
+from slomesh.bench.experiments import EXPERIMENTS, ExperimentArgs
+from slomesh.bench.experiments.lengths_prompts import (
     MAX_TOKENS,
     SERVED_MODEL,
     LengthsPrompts,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from learned_fixtures import TOPICS, long_prompt, short_prompt
 
-from shared.cli.main import main
+from slomesh.cli.main import main
 
 INPUT = [
     {"id": "a", "prompt": long_prompt("comets"), "model": "gpt-4-0314"},

@@ -15,13 +15,13 @@ from learned_fixtures import (
 )
 
 from services.predictor.core import LengthPredictor, create_predictor, restore_predictor
-from services.predictor.core.distribution import summarize
 from services.predictor.core.learned import codec
 from services.predictor.core.learned.calibration import cdf_at
 from services.predictor.core.learned.dataset import split_by_prompt, split_folds
 from services.predictor.core.learned.history import LengthHistory
 from services.predictor.core.learned.predictor import LearnedConfig, LearnedPredictor
 from services.predictor.core.learned.training import HALF_OCTAVE_BUCKET_UPPER_TOKENS
+from shared.domain.length_distribution import summarize
 from shared.policy import UnknownNameError
 
 NEW_TOPICS = ["gardening", "submarines", "origami", "comets"]

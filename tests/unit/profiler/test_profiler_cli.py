@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.main import main
 from shared.profiles import default_profile
 from shared.profiles.io import load_profiles
+from slomesh.cli.main import main
 
 
 def test_simulated_profile_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,12 +10,12 @@ import pytest
 from services.profiler.core.inefficiency import ideal_run_s, measure_inefficiency
 from services.profiler.core.profile_fit import EngineFacts, fit_sweep
 from services.profiler.core.runner import MixedRunMeasurement, PlanNotHonoured, run_sweep
-from services.profiler.core.sim_engine import SimSweepEngine
 from services.profiler.core.sweep import QUICK, EngineLimits, MixedRequest, plan_sweep
-from services.profiler.drivers.sim import profile_simulated, sim_config
-from services.replica.config import EngineConfig
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs
+from shared.domain.engine import EngineConfig
 from shared.profiles import default_profile
+from slomesh.profiling.simulated import profile_simulated, sim_config
+from slomesh.sim.sweep_engine import SimSweepEngine
 
 # every coefficient non-zero, so each one has to be recovered (the roofline has p3 = d3 = 0)
 HAND = HardwareProfile(
@@ -71,7 +71,7 @@ def test_ideal_run_matches_hand_computed_batch() -> None:
     # step (2 seqs, 20 tokens, max len 10) then 2 decode steps at contexts 11 and 12
     lim = EngineLimits(8, 1024, 1 << 20, 1 << 20, 16)
     reqs = [MixedRequest(10, 3), MixedRequest(10, 3)]
-    seconds, tokens = ideal_run_s(HAND, reqs, lim)
+    seconds, tokens = ideal_run_s(HAND, reqs, lim, SimSweepEngine)
     p, d = HAND.prefill, HAND.decode
     expected = (p.p1 * 20 + p.p2 * 2 + p.p3 * 10 + p.p4) + d.time_s(11, 2) + d.time_s(12, 2)
     assert tokens == 6
@@ -87,9 +87,9 @@ def test_epsilon_is_ideal_over_measured_floored_at_one(
 ) -> None:
     lim = EngineLimits(4, 4096, 1 << 20, 1 << 20, 16)
     reqs = [MixedRequest(50 + 10 * i, 5 + i) for i in range(8)]
-    ideal_s, tokens = ideal_run_s(HAND, reqs, lim)
+    ideal_s, tokens = ideal_run_s(HAND, reqs, lim, SimSweepEngine)
     measured = MixedRunMeasurement(len(reqs), tokens, ideal_s * slowdown, steps=0)
-    rep = measure_inefficiency(HAND, reqs, measured, lim)
+    rep = measure_inefficiency(HAND, reqs, measured, lim, SimSweepEngine)
     assert rep.epsilon == pytest.approx(epsilon)
     assert rep.ratio == pytest.approx(ratio)
     assert rep.epsilon >= 1.0
@@ -109,7 +109,9 @@ def test_preemption_on_the_real_engine_shows_as_epsilon() -> None:
         tokens += engine.step().emitted
     assert engine.core.preemptions > 0
     lim = EngineLimits(8, 4096, 592, 592, 16)
-    rep = measure_inefficiency(HAND, reqs, MixedRunMeasurement(8, tokens, engine.now_s(), 0), lim)
+    rep = measure_inefficiency(
+        HAND, reqs, MixedRunMeasurement(8, tokens, engine.now_s(), 0), lim, SimSweepEngine
+    )
     assert rep.epsilon > 1.05
 
 
@@ -126,6 +128,6 @@ def test_fit_sweep_without_mixed_run_keeps_epsilon_one() -> None:
     plan = dataclasses.replace(plan_sweep(engine.limits, QUICK), mixed=())
     measured = run_sweep(engine, plan)
     facts = EngineFacts("test-gpu", "test-model", 1, 10**6, 1024, 10**9, 1e10, 1e9)
-    fitted = fit_sweep(measured, facts, "simulated")
+    fitted = fit_sweep(measured, facts, "simulated", SimSweepEngine)
     assert fitted.inefficiency is None and fitted.profile.inefficiency == 1.0
     assert fitted.report["inefficiency"] is None

@@ -9,13 +9,13 @@ import pytest
 
 from services.profiler.deployment import ProfilerArgs, build_store
 from services.replica.vllm.config import VLLMEngineConfig
+from services.scheduler.core.qlm.rwt import InstanceRates
 from services.scheduler.deployment import SchedulerArgs, live_replicas, load_profile_files
-from services.scheduler.qlm.rwt import InstanceRates
-from shared.cli import mesh
-from shared.cli.main import build_parser
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.profiles import default_profile
 from shared.profiles.io import load_profiles, save_profiles
+from slomesh.cli import mesh
+from slomesh.cli.main import build_parser
 
 CPU_TINY = HardwareProfile(
     gpu="cpu",

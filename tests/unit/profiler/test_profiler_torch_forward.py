@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from services.profiler import torch_forward as tf
-from shared.cli.main import main
 from shared.policy import UnknownNameError
 from shared.profiles import default_profile, model_spec
 from shared.profiles.fit import DecodeSample, PrefillSample
 from shared.profiles.io import load_profiles, save_profiles
+from slomesh.cli.main import main
 
 SMALL = tf.Grid(
     prefill=tf.grid_points((1, 2), (8, 32)),

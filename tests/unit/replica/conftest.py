@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from services.replica.config import EngineConfig
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind, StepPlan
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
+from shared.domain.engine import EngineConfig
 
 KVB = 1000
 """KV bytes per token of every test profile."""

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from services.replica.config import EngineConfig
 from services.replica.engine import EngineRequest
 from services.replica.sim_engine import AsyncSimEngine
 from shared.domain import VirtualClock
+from shared.domain.engine import EngineConfig
 
 
 def make_engine(h, capacity=1024, **config):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.core.sequence import Sequence
 from services.replica.core.waiting_queue import WaitingQueue
-from services.replica.policies import QUEUE_POLICIES
 from shared.policy.registry import UnknownNameError
 
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.replica.core.engine_core import RequestTooLarge, SimEngineCore, SliceEntry
+from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind, StepPlan
 from services.replica.core.sequence import Sequence
+from shared.domain.engine import RequestTooLarge, SliceEntry
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.replica.core.engine_core import RequestTooLarge
+from shared.domain.engine import RequestTooLarge
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ import pytest
 
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind, StepPlan
+from services.replica.core.scorpio.tpot_model import DecodeTPOTModel, PrefillInterferenceTPOTModel
 from services.replica.core.scorpio_planner import ScorpioPlanner
-from services.replica.scorpio.config import ScorpioConfig
-from services.replica.scorpio.tpot_model import DecodeTPOTModel, PrefillInterferenceTPOTModel
 from shared.domain import SLO, DecodeCoeffs, Request
+from shared.domain.scorpio import ScorpioConfig
 
 # tau_decode(l, N) = 0.02·N + 0.01: with STP 0.1 s, 1.3·tau <= 0.099 holds for N <= 3 only
 FLAT_DECODE = DecodeCoeffs(0.0, 0.02, 0.0, 0.01)

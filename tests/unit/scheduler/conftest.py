@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.replica.core.engine_core import EngineStatus
-from services.scheduler.cluster_view import WorkItem
+from services.scheduler.core.cluster_view import WorkItem
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
+from shared.domain.engine import EngineStatus
 
 
 def make_profile(
@@ -40,7 +40,7 @@ def make_request(rid: str = "r", model: str = "m", arrival: float = 0.0) -> Requ
 
 @dataclass
 class FakeInstance:
-    """Satisfies services.scheduler.cluster_view.InstanceHandle with settable load figures."""
+    """Satisfies services.scheduler.core.cluster_view.InstanceHandle with settable load figures."""
 
     name: str
     models: tuple[str, ...] = ("m",)

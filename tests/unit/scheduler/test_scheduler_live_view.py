@@ -6,6 +6,7 @@ import pytest
 
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
+from services.scheduler.core.policies import create_global_policy
 from shared.domain import SLO, Request
 
 
@@ -13,9 +14,12 @@ def req(rid: str, model: str = "m") -> Request:
     return Request(rid, model, 10, 20, 0.0, SLO(5.0))
 
 
-def core(n: int = 2, limit: int = 2, stack: str = "vllm-fcfs") -> AdmissionCore:
+def core(n: int = 2, limit: int = 2, policy: str = "round-robin") -> AdmissionCore:
     return AdmissionCore(
-        [LiveReplica(f"replica-{k}", "cpu", "m", None) for k in range(n)], stack, limit
+        [LiveReplica(f"replica-{k}", "cpu", "m", None) for k in range(n)],
+        create_global_policy(policy),
+        policy,
+        limit,
     )
 
 
@@ -55,14 +59,14 @@ def test_scheduler_live_evict_and_resume_become_replica_actions() -> None:
 
 def test_scheduler_live_rejects_bad_configuration() -> None:
     with pytest.raises(ValueError, match="at least one replica"):
-        AdmissionCore([], "vllm-fcfs", 1)
+        AdmissionCore([], create_global_policy("round-robin"), "round-robin", 1)
     with pytest.raises(ValueError, match="max_in_flight_per_replica must be >= 1"):
         core(limit=0)
 
 
 def test_scheduler_live_qlm_queues_then_dispatches_when_a_report_frees_room() -> None:
     reps = [LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)]
-    c = AdmissionCore(reps, "qlm", max_in_flight=8)
+    c = AdmissionCore(reps, create_global_policy("qlm"), "qlm", max_in_flight=8)
     first = c.admit(req("r0"), 0.0)
     assert first.admitted and not first.queued and first.replica is reps[0]
     # qlm's default engine window (4 waiting) fills, then requests stay in its global queue
@@ -77,7 +81,12 @@ def test_scheduler_live_qlm_queues_then_dispatches_when_a_report_frees_room() ->
 
 
 def test_scheduler_live_qlm_cancelled_queued_request_leaves_the_queue() -> None:
-    c = AdmissionCore([LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)], "qlm", 8)
+    c = AdmissionCore(
+        [LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)],
+        create_global_policy("qlm"),
+        "qlm",
+        8,
+    )
     for k in range(8):
         c.admit(req(f"r{k}"), 0.0)
     before = c.queued

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.cluster_view import WorkItem
-from services.scheduler.global_policy import RoutingPolicy
-from services.scheduler.routers import ROUTERS
-from services.scheduler.routers.least_loaded import LeastLoadedRouter
-from services.scheduler.routers.oracle_ttft import OracleTTFTRouter, ttft_estimate_s
-from services.scheduler.routers.round_robin import RoundRobinRouter
+from services.scheduler.core.cluster_view import WorkItem
+from services.scheduler.core.global_policy import RoutingPolicy
+from services.scheduler.core.routers import ROUTERS
+from services.scheduler.core.routers.least_loaded import LeastLoadedRouter
+from services.scheduler.core.routers.oracle_ttft import OracleTTFTRouter, ttft_estimate_s
+from services.scheduler.core.routers.round_robin import RoundRobinRouter
 from shared.policy.registry import UnknownNameError
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.replica.policies import QUEUE_POLICIES
-from services.scheduler.global_policy import GlobalPolicy, RoutingPolicy
-from services.scheduler.stacks import STACKS
+from services.replica.core.queue_policies import QUEUE_POLICIES
+from services.scheduler.core.global_policy import GlobalPolicy, RoutingPolicy
 from shared.policy.registry import UnknownNameError
+from slomesh.bench.stacks.registry import STACKS
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_scheduler_global_policy_step_end_default_is_noop(fakes):
     ],
 )
 def test_scheduler_slomesh_stacks_length_source(name, lengths, scorpio):
-    from services.scheduler.qlm.policy import QLMPolicy
+    from services.scheduler.core.qlm.policy import QLMPolicy
 
     stack = STACKS.create(name)
     policy = stack.global_policy()

@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
-from services.scheduler.stacks import STACKS
 from shared.domain import Request
 from shared.metrics.records import RunResult
-from shared.scenarios import SCENARIOS, ScenarioSpec
-from shared.sim.cluster import ClusterSpec
-from shared.sim.simulator import Simulator
 from shared.workloads import generate
+from slomesh.bench.scenarios import SCENARIOS, ScenarioSpec
+from slomesh.bench.stacks.registry import STACKS
+from slomesh.sim.cluster import ClusterSpec
+from slomesh.sim.simulator import Simulator
 
 
 def smoke_requests(

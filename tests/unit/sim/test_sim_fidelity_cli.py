@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli.errors import UsageError
-from shared.cli.fidelity import pick_profile, profile_load, setting_mismatches
-from shared.cli.main import build_parser
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles.io import save_profiles
+from slomesh.cli.errors import UsageError
+from slomesh.cli.fidelity import pick_profile, profile_load, setting_mismatches
+from slomesh.cli.main import build_parser
 
 
 def _profile(model: str) -> HardwareProfile:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from shared.sim.fidelity_compare import (
+from slomesh.sim.fidelity import (
     compare,
     fidelity_table,
     median_timings,
     meets_target,
     relative_errors,
 )
-from shared.sim.replay import RequestTiming
+from slomesh.sim.replay import RequestTiming
 
 
 def _t(rid: str, ttft: float, e2e: float, n: int = 3) -> RequestTiming:

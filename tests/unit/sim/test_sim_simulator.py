@@ -8,13 +8,13 @@ from collections import Counter
 import pydantic
 import pytest
 
-from services.replica.config import EngineConfig
-from services.scheduler.stacks import STACKS
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
+from shared.domain.engine import EngineConfig
 from shared.metrics.summary import summarize
-from shared.sim import simulator as simulator_module
-from shared.sim.cluster import ClusterSpec, InstanceSpec
-from shared.sim.simulator import Simulator
+from slomesh.bench.stacks.registry import STACKS
+from slomesh.sim import simulator as simulator_module
+from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.simulator import Simulator
 
 STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic"]
 # `qlm` gives HiGHS a wall-clock time limit, so which incumbent it returns (and the run) can

@@ -13,14 +13,14 @@ import pytest
 
 from services.replica.core.scorpio_planner import ScorpioPlanner
 from services.replica.core.static import StaticPlanner
-from services.scheduler.batching.policy import BatchingPolicy
-from services.scheduler.stacks import STACKS
+from services.scheduler.core.batching.policy import BatchingPolicy
 from shared.domain import Request
 from shared.metrics.records import RunResult
 from shared.metrics.summary import PolicySummary, summarize
-from shared.scenarios import SCENARIOS
-from shared.sim.simulator import Simulator
 from shared.workloads import generate
+from slomesh.bench.scenarios import SCENARIOS
+from slomesh.bench.stacks.registry import STACKS
+from slomesh.sim.simulator import Simulator
 
 STACKS_UNDER_TEST = ["scorpio", "scls", "slo-odbs", "fifo-batching"]
 BATCHING = ["scls", "slo-odbs", "fifo-batching"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs
-from shared.sim.replay import replay_sim, sim_engine_config
-from shared.sim.trace import TraceRequest, TraceSpec, load_trace, make_trace, save_trace
+from slomesh.sim.replay import replay_sim, sim_engine_config
+from slomesh.sim.trace import TraceRequest, TraceSpec, load_trace, make_trace, save_trace
 
 
 def _profile() -> HardwareProfile:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.workloads.lengths import (
+from shared.workloads.length_samplers import (
     clip_lengths,
     fixed_lengths,
     sample_lengths,

@@ -5,5 +5,5 @@ by-prompt split), features (hashed feature rows), history (tenant history featur
 (the threshold classifiers), predictor (the LengthPredictor and its persistence), codec (the model
 file as bytes), training (offline training and calibration), baselines and metrics (held-out
 evaluation). File I/O lives in services/predictor/data.py and model_store.py; the CLI is
-`slomesh predictor` (shared/cli/predictor.py).
+`slomesh predictor` (slomesh/cli/predictor.py).
 """

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import kendalltau
 
-from services.predictor.core.distribution import LengthDistribution
+from shared.domain.length_distribution import LengthDistribution
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,17 +33,17 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.predictor.core.base import PredictorKind
-from services.predictor.core.distribution import (
-    LengthDistribution,
-    bucket_index,
-    check_bucket_bounds,
-    summarize,
-)
 from services.predictor.core.learned import codec
 from services.predictor.core.learned.features import FeatureBlocks, FeatureConfig, Featurizer
 from services.predictor.core.learned.history import LengthHistory
 from services.predictor.core.learned.ordinal import OrdinalSGD
 from shared.domain import Request
+from shared.domain.length_distribution import (
+    LengthDistribution,
+    bucket_index,
+    check_bucket_bounds,
+    summarize,
+)
 
 STATE_VERSION = 1
 """Version of the state() layout; from_state refuses any other."""

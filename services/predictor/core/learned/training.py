@@ -28,10 +28,6 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from services.predictor.core.distribution import (
-    bucket_midpoints,
-    check_bucket_bounds,
-)
 from services.predictor.core.learned.calibration import fit_temperature
 from services.predictor.core.learned.dataset import (
     TOKENIZER,
@@ -43,6 +39,10 @@ from services.predictor.core.learned.features import FeatureConfig, Featurizer
 from services.predictor.core.learned.history import LengthHistory, shrunk_features
 from services.predictor.core.learned.ordinal import OrdinalSGD
 from services.predictor.core.learned.predictor import LearnedConfig, LearnedPredictor
+from shared.domain.length_distribution import (
+    bucket_midpoints,
+    check_bucket_bounds,
+)
 
 HALF_OCTAVE_BUCKET_UPPER_TOKENS: tuple[int, ...] = tuple(
     round(16 * 2 ** (i / 2)) for i in range(19)

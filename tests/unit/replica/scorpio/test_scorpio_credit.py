@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from services.replica.scorpio.credit import CreditBatcher
-from services.replica.scorpio.trp import trp
+from services.replica.core.scorpio.credit import CreditBatcher
+from services.replica.core.scorpio.trp import trp
 
 
 def run_iterations(

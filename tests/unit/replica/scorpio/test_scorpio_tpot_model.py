@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from services.replica.scorpio.tpot_model import DecodeTPOTModel, TPOTModel, fit_tpot_model
+from services.replica.core.scorpio.tpot_model import DecodeTPOTModel, TPOTModel, fit_tpot_model
 from shared.domain.profile import DecodeCoeffs
 from shared.profiles.fit import DecodeSample
 

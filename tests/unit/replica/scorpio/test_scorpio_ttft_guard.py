@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.replica.scorpio.ttft_guard import Rejection, TTFTGuard, WaitingRequest
+from services.replica.core.scorpio.ttft_guard import Rejection, TTFTGuard, WaitingRequest
 
 
 def prefill(tokens: int) -> float:

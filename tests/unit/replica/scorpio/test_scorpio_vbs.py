@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.replica.scorpio.tpot_model import DecodeTPOTModel
-from services.replica.scorpio.vbs import Candidate, VBSAdmission, virtual_batch_size
+from services.replica.core.scorpio.tpot_model import DecodeTPOTModel
+from services.replica.core.scorpio.vbs import Candidate, VBSAdmission, virtual_batch_size
 from shared.domain.profile import DecodeCoeffs
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from services.scheduler.batching.estimator import BatchEstimator
+from services.scheduler.core.batching.estimator import BatchEstimator
 from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 
 

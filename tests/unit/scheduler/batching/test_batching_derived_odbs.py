@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.batching.base import FormedBatch, PoolItem
-from services.scheduler.batching.derived_odbs import DerivedODBSFormer
-from services.scheduler.batching.estimator import BatchEstimator
+from services.scheduler.core.batching.base import FormedBatch, PoolItem
+from services.scheduler.core.batching.derived_odbs import DerivedODBSFormer
+from services.scheduler.core.batching.estimator import BatchEstimator
 from shared.profiles.defaults import default_profile
 
 FAR = 1e6  # an SLO so loose the slack rule never binds (FAR + k orders requests by k)

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from services.scheduler.batching.estimator import BatchEstimator, fit_estimator
+from services.scheduler.core.batching.estimator import BatchEstimator, fit_estimator
 from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles import DecodeSample, PrefillSample
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.scheduler.batching.interval import adaptive_interval_s
+from services.scheduler.core.batching.interval import adaptive_interval_s
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from services.predictor.core.distribution import LengthDistribution
-from services.scheduler.batching.lengths import remaining_tokens
+from services.scheduler.core.batching.remaining_lengths import remaining_tokens
+from shared.domain.length_distribution import LengthDistribution
 
 
 def dist(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.batching.base import FormedBatch, PoolItem
-from services.scheduler.batching.placement import (
+from services.scheduler.core.batching.base import FormedBatch, PoolItem
+from services.scheduler.core.batching.placement import (
     BatchPlacer,
     LeastLoadedPlacer,
     MaxMinOffloader,

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.replica.core.engine_core import SliceEntry
-from services.scheduler.batching.config import BatchingConfig
-from services.scheduler.batching.lengths import remaining_tokens
-from services.scheduler.batching.policy import BatchingPolicy, BatchInstance
-from services.scheduler.batching.registry import BATCH_FORMERS, BATCH_PLACERS
+from services.predictor.core.registry import create_predictor
+from services.scheduler.core.batching.config import BatchingConfig
+from services.scheduler.core.batching.policy import BatchingPolicy, BatchInstance
+from services.scheduler.core.batching.registry import BATCH_FORMERS, BATCH_PLACERS
+from services.scheduler.core.batching.remaining_lengths import remaining_tokens
 from shared.domain import SLO, Request
+from shared.domain.engine import SliceEntry
 from shared.policy import UnknownNameError
 
 # one formation every 3 s at least; lengths are the true ones so batches are predictable
@@ -38,7 +39,9 @@ def batch_fake(fakes):
 
 
 def policy(**overrides) -> BatchingPolicy:
-    return BatchingPolicy(BatchingConfig.model_validate(CFG | overrides))
+    return BatchingPolicy(
+        BatchingConfig.model_validate(CFG | overrides), create_predictor("online-histogram")
+    )
 
 
 def serve_time(inst, batch) -> float:

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from services.scheduler.batching.base import FormedBatch, PoolItem
-from services.scheduler.batching.estimator import BatchEstimator
-from services.scheduler.batching.scls_dp import SCLSDPFormer
+from services.scheduler.core.batching.base import FormedBatch, PoolItem
+from services.scheduler.core.batching.estimator import BatchEstimator
+from services.scheduler.core.batching.scls_dp import SCLSDPFormer
 from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 from shared.profiles import default_profile
 

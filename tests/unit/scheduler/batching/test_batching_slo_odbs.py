@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.batching.base import FormedBatch, PoolItem
-from services.scheduler.batching.estimator import BatchEstimator
-from services.scheduler.batching.slo_odbs import SLOODBSFormer, odbs, slo_dbs
+from services.scheduler.core.batching.base import FormedBatch, PoolItem
+from services.scheduler.core.batching.estimator import BatchEstimator
+from services.scheduler.core.batching.slo_odbs import SLOODBSFormer, odbs, slo_dbs
 from shared.profiles.defaults import default_profile
 
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.scheduler.qlm.solvers.brute_force import brute_force_plan
-from services.scheduler.qlm.solvers.config import GlobalSchedulerConfig
-from services.scheduler.qlm.solvers.global_scheduler import GlobalScheduler
-from services.scheduler.qlm.solvers.heuristic import heuristic_plan
-from services.scheduler.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
-from services.scheduler.qlm.solvers.registry import GLOBAL_SOLVERS
+from services.scheduler.core.qlm.solvers.brute_force import brute_force_plan
+from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
+from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
+from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
+from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
+from services.scheduler.core.qlm.solvers.registry import GLOBAL_SOLVERS
 from shared.policy import UnknownNameError
 
 EXACT = GlobalSchedulerConfig(time_limit_s=60.0, mip_rel_gap=0.0)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.scheduler.qlm.clustering import cluster_labels, match_previous, split_halves
-from services.scheduler.qlm.groups import (
+from services.scheduler.core.qlm.clustering import cluster_labels, match_previous, split_halves
+from services.scheduler.core.qlm.groups import (
     Grouper,
     GroupingConfig,
     OutputEstimate,

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from services.predictor.core.registry import create_predictor
-from services.scheduler.qlm.lengths import (
+from services.scheduler.core.qlm.length_estimates import (
     LengthEstimator,
     TrueLengths,
     hint_from_prediction,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.qlm.config import QLMConfig
-from services.scheduler.qlm.policy import QLMPolicy
+from services.predictor.core.registry import create_predictor
+from services.scheduler.core.qlm.config import QLMConfig
+from services.scheduler.core.qlm.policy import QLMPolicy
 from shared.domain import SLO, Request
 
 INTERACTIVE = SLO(20.0, class_name="interactive")
@@ -20,7 +21,9 @@ def req(rid: str, slo: SLO = BATCH2, model: str = "m", at: float = 0.0, n_in: in
 
 def policy(**cfg: object) -> QLMPolicy:
     base: dict[str, object] = {"lengths": "true", "reject_over_slo_factor": None}
-    return QLMPolicy(QLMConfig.model_validate(base | cfg))
+    return QLMPolicy(
+        QLMConfig.model_validate(base | cfg), predictor=create_predictor("online-histogram")
+    )
 
 
 def ids(requests: list[Request]) -> list[str]:

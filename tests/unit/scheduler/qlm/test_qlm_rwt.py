@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from services.scheduler.qlm.rwt import (
+from services.scheduler.core.qlm.rwt import (
     GroupLoad,
     InstanceRates,
     RWTEstimator,
     z_for_percentile,
 )
-from services.scheduler.qlm.rwt_accuracy import RWTAccuracy
-from services.scheduler.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
+from services.scheduler.core.qlm.rwt_accuracy import RWTAccuracy
+from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
 from shared.domain.profile import DecodeCoeffs, HardwareProfile, PrefillCoeffs
 
 Z99 = 2.326

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.scheduler.qlm.rwt_accuracy import RWTAccuracy, r2_score
+from services.scheduler.core.qlm.rwt_accuracy import RWTAccuracy, r2_score
 
 
 def _log(pairs: list[tuple[float, float, int, int]], **kw: int) -> RWTAccuracy:

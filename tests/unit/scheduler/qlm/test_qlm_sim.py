@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.qlm.policy import QLMPolicy
-from services.scheduler.stacks import STACKS
-from shared.scenarios import SCENARIOS
-from shared.sim.simulator import Simulator
+from services.scheduler.core.qlm.policy import QLMPolicy
 from shared.workloads import generate
+from slomesh.bench.scenarios import SCENARIOS
+from slomesh.bench.stacks.registry import STACKS
+from slomesh.sim.simulator import Simulator
 
 
 def _run(scenario: str, stack: str, requests: int, rate: float | None = None):

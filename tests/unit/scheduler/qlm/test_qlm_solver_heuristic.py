@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.scheduler.qlm.solvers.brute_force import brute_force_plan
-from services.scheduler.qlm.solvers.heuristic import heuristic_plan
-from services.scheduler.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
-from shared.cli.bench_solver import random_problem
+from services.scheduler.core.qlm.solvers.brute_force import brute_force_plan
+from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
+from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
+from slomesh.cli.bench_solver import random_problem
 
 TWO = [
     QueueSlot("A", "x", ready_s=0.0, drain_s=0.5, swap_s={"y": 3.0}),

@@ -6,10 +6,10 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from services.scheduler.qlm.solvers.brute_force import brute_force_plan
-from services.scheduler.qlm.solvers.heuristic import heuristic_plan
-from services.scheduler.qlm.solvers.ilp import ilp_plan
-from services.scheduler.qlm.solvers.problem import GroupJob, Plan, QueueSlot, evaluate
+from services.scheduler.core.qlm.solvers.brute_force import brute_force_plan
+from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
+from services.scheduler.core.qlm.solvers.ilp import ilp_plan
+from services.scheduler.core.qlm.solvers.problem import GroupJob, Plan, QueueSlot, evaluate
 
 EXACT = {"mip_abs_gap": 1e-9}  # HiGHS stops at an absolute gap of 1e-6 by default
 

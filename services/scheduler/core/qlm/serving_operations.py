@@ -1,0 +1,195 @@
+"""QLM's serving operations on one instance (QLM §5): pulling, eviction/resume, pushing.
+
+Pulling: while the engine holds fewer than `pull_window_requests` waiting requests, take the next
+request (FCFS) of the head group of the instance's virtual queue. A head group of another model is
+pulled too: the engine drains its batch and loads the model (the swap), and the planner has already
+batched groups by model so this happens once per run of groups.
+Eviction: when the head group's SLO is tighter than that of requests the instance already holds and
+the engine has no room (requests waiting, KV nearly full), evict the loosest of them - the most
+recently pulled first - until the head's next requests fit; their KV goes to host memory when that
+is cheaper than recompute (the engine's `auto` preemption mode decides).
+Resume: evicted requests return (oldest first) once no tighter group waits at the head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.qlm.config import QLMConfig
+from services.scheduler.core.qlm.groups import Grouper, OutputEstimate, RequestGroup
+from services.scheduler.core.qlm.virtual_queues import VirtualQueues
+from shared.domain import Request
+
+KV_FULL_FRACTION = 0.9
+"""KV use above which an engine with waiting requests counts as out of memory."""
+
+
+@dataclass(slots=True)
+class Placed:
+    """A request an instance holds, with the estimate it was scheduled with."""
+
+    request: Request
+    estimate: OutputEstimate
+    pulled_s: float
+
+
+OnPulled = Callable[[Placed, float], None]
+
+
+class ServingOps:
+    def __init__(self, cfg: QLMConfig, grouper: Grouper, vqs: VirtualQueues) -> None:
+        self.cfg = cfg
+        self.grouper = grouper
+        self.vqs = vqs
+        self.placed: dict[str, dict[str, Placed]] = {}
+        self.evicted: dict[str, list[str]] = {}
+        self.evictions = 0
+        self.resumes = 0
+
+    def add_instance(self, name: str) -> None:
+        self.placed.setdefault(name, {})
+        self.evicted.setdefault(name, [])
+
+    def finished(self, instance: str, request_id: str) -> None:
+        self.placed.get(instance, {}).pop(request_id, None)
+        ev = self.evicted.get(instance)
+        if ev and request_id in ev:
+            ev.remove(request_id)
+
+    def drop_instance(self, instance: str) -> list[Placed]:
+        """Forget a lost instance; returns the requests it held, to be queued again."""
+        self.evicted.pop(instance, None)
+        return list(self.placed.pop(instance, {}).values())
+
+    def head(self, instance: str) -> RequestGroup | None:
+        for gid in self.vqs.order(instance):
+            g = self.grouper.group(gid)
+            if g.size > 0:
+                return g
+        return None
+
+    def _steal(self, inst: InstanceHandle) -> RequestGroup | None:
+        """An instance whose own queue is empty serves the most urgent head group of another
+        queue (load balancing without migrating running work). None when there is nothing."""
+        best: RequestGroup | None = None
+        for other in self.vqs.names():
+            if other == inst.name:
+                continue
+            g = self.head(other)
+            if g is None or not inst.serves(g.model):
+                continue
+            if best is None or g.earliest_deadline_abs_s < best.earliest_deadline_abs_s:
+                best = g
+        return best
+
+    def submit(
+        self,
+        inst: InstanceHandle,
+        group: RequestGroup,
+        request: Request,
+        now_s: float,
+        on_pulled: OnPulled,
+    ) -> None:
+        estimate = group.estimate_of(request.request_id)
+        self.grouper.remove(request.request_id)
+        if group.size == 0:
+            self.vqs.remove(group.group_id)
+        placed = Placed(request, estimate, now_s)
+        self.placed[inst.name][request.request_id] = placed
+        on_pulled(placed, now_s)
+        inst.submit(request, now_s)
+
+    def pull(
+        self, inst: InstanceHandle, now_s: float, on_pulled: OnPulled, room_wait_s: float = 0.0
+    ) -> None:
+        """Fill `inst`'s engine window from its queue head. room_wait_s: how long the head
+        would wait for room without eviction (evict only when its slack is shorter)."""
+        if not self.cfg.lso.pull:
+            return
+        window = self.cfg.pull_window_requests
+        name = inst.name
+        while True:
+            head = self.head(name)
+            if head is None and self.cfg.lso.balance:
+                head = self._steal(inst)
+            if self._resume_one(inst, head, now_s):
+                continue
+            if head is None:
+                return
+            if inst.status().waiting >= window:
+                urgent = head.earliest_deadline_abs_s - now_s < room_wait_s
+                if urgent and self.cfg.lso.evict and self._evict_for(inst, head, now_s):
+                    # room was made for the head: its next requests go in now, past the window
+                    for _ in range(window):
+                        if head.size == 0:
+                            break
+                        self.submit(inst, head, head.head_request(), now_s, on_pulled)
+                return
+            self.submit(inst, head, head.head_request(), now_s, on_pulled)
+
+    def _resume_one(self, inst: InstanceHandle, head: RequestGroup | None, now_s: float) -> bool:
+        ev = self.evicted[inst.name]
+        if not ev or inst.status().waiting >= self.cfg.pull_window_requests:
+            return False
+        placed_here = self.placed[inst.name]
+        ev.sort(key=lambda r: placed_here[r].request.ttft_deadline_abs_s if r in placed_here else 0)
+        rid = ev[0]
+        placed = placed_here.get(rid)
+        if (
+            placed is not None
+            and head is not None
+            and head.earliest_deadline_abs_s < placed.request.ttft_deadline_abs_s
+        ):
+            return False  # the head is more urgent (EDF): keep it evicted
+        ev.pop(0)
+        if placed is not None:
+            inst.resume([rid], now_s)
+            self.resumes += 1
+        return True
+
+    def _evict_for(self, inst: InstanceHandle, head: RequestGroup, now_s: float) -> bool:
+        """Evict looser requests so the head group's next requests fit. True if any was evicted."""
+        status = inst.status()
+        if status.active_model != head.model:
+            return False
+        kv_short = (
+            not status.kv_total_blocks
+            or status.kv_used_blocks >= KV_FULL_FRACTION * status.kv_total_blocks
+        )
+        if not kv_short:
+            return False
+        evicted = set(self.evicted[inst.name])
+        victims = [
+            p
+            for rid, p in self.placed[inst.name].items()
+            if rid not in evicted
+            and p.request.slo.ttft_deadline_s > head.ttft_deadline_s
+            and p.request.ttft_deadline_abs_s > head.earliest_deadline_abs_s
+        ]
+        if not victims:
+            return False
+        victims.sort(key=lambda p: (-p.request.slo.ttft_deadline_s, -p.pulled_s))
+        need = _tokens_of_next(head, self.cfg.pull_window_requests)
+        chosen: list[str] = []
+        freed = 0.0
+        for p in victims:
+            if freed >= need:
+                break
+            chosen.append(p.request.request_id)
+            freed += p.request.input_tokens + p.estimate.mean_tokens
+        done = inst.evict(chosen, now_s)
+        self.evicted[inst.name].extend(done)
+        self.evictions += len(done)
+        return bool(done)
+
+
+def _tokens_of_next(group: RequestGroup, n: int) -> float:
+    """KV tokens (prompt + predicted output) the group's next `n` requests will need."""
+    total = 0.0
+    for k, (request, estimate) in enumerate(group.queue):
+        if k >= n:
+            break
+        total += request.input_tokens + estimate.mean_tokens
+    return total

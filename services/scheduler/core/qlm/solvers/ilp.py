@@ -1,0 +1,109 @@
+"""The global scheduler's ILP solver (QLM Eqs. 6-13, model in `ilp_model`), via cvxpy + HiGHS.
+
+Warm start: cvxpy's HiGHS interface does not hand Variable.value to HiGHS as a MIP start (it only
+re-uses the solution of an earlier solve of the *same* cvxpy Problem, from its solver cache), and
+HiGHS reads a start file only from its command line. So the warm start is used as the incumbent
+instead: its objective goes to HiGHS as `objective_bound` (nodes that cannot beat it are pruned),
+and it is what we return, status "fallback", when the solver fails, runs out of time, or ends with
+a plan that is no better.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import cvxpy as cp
+
+from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
+from services.scheduler.core.qlm.solvers.ilp_model import build_model, decode
+from services.scheduler.core.qlm.solvers.problem import (
+    GroupJob,
+    Plan,
+    QueueSlot,
+    SolveStatus,
+    check_problem,
+    evaluate,
+    scored_plan,
+)
+
+_REL_TOL = 1e-9
+"""An ILP plan must not be worse than the warm start by more than this (relative) to be kept."""
+_HIGHS_SHARE = 0.8
+"""Share of the time left after model building that HiGHS gets as its own time limit: it checks
+the limit only between phases (presolve, root LP), so it overruns a little, and the results
+still have to be unpacked."""
+_PRESOLVE_OFF_BELOW = 2000
+"""Binaries under which HiGHS presolve is switched off. Measured (bench-solver, 8 queues, 0.1 s):
+on models this small presolve takes most of the budget and finds little; on larger ones the
+root LP without it overruns the time limit (HiGHS does not stop inside the root LP)."""
+
+
+def ilp_plan(
+    groups: Sequence[GroupJob],
+    queues: Sequence[QueueSlot],
+    time_limit_s: float,
+    mip_rel_gap: float,
+    warm_start: Plan | None = None,
+    timer: Callable[[], float] = time.perf_counter,
+    *,
+    max_positions: int | None = None,
+    highs_options: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The best plan HiGHS finds within `time_limit_s` (all of this call: model building,
+    cvxpy compilation and the solve), never worse than `warm_start` (default: the heuristic).
+
+    Status "optimal" when HiGHS proved optimality within `mip_rel_gap`, "feasible" for an
+    incumbent it stopped on at the time limit, "fallback" (the warm start) when it failed, timed
+    out without a plan, or its plan was no better. `max_positions` caps the positions per queue
+    (None: as many as the queue has eligible groups, which keeps the ILP exact). Raises
+    ValueError on invalid input only, never on solver failure.
+    """
+    t0 = timer()
+    if not time_limit_s > 0:
+        raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
+    if not 0 <= mip_rel_gap < 1:
+        raise ValueError(f"mip_rel_gap must be in [0, 1), got {mip_rel_gap}")
+    if max_positions is not None and max_positions < 1:
+        raise ValueError(f"max_positions must be >= 1 or None, got {max_positions}")
+    check_problem(groups, queues)
+    warm = warm_start if warm_start is not None else heuristic_plan(groups, queues)
+    _, warm_obj = evaluate(warm.order, groups, queues)  # also checks it is a plan of this input
+
+    def done(plan: Plan, status: SolveStatus | None = None) -> Plan:
+        st = plan.status if status is None else status
+        return Plan(plan.order, plan.objective, plan.violating, st, timer() - t0)
+
+    if not groups:
+        return done(scored_plan({}, groups, queues, "optimal"))
+    status: str | None = None
+    order = None
+    try:
+        model = build_model(groups, queues, max_positions)
+        data, chain, inverse = model.problem.get_problem_data(cp.HIGHS)
+        remaining = time_limit_s - (timer() - t0)
+        if remaining > 0:
+            opts: dict[str, Any] = {
+                "time_limit": remaining * _HIGHS_SHARE,
+                "mip_rel_gap": mip_rel_gap,
+                "objective_bound": warm_obj * (1 + 1e-6) + 1e-6,
+                "presolve": "off" if model.x.size < _PRESOLVE_OFF_BELOW else "choose",
+                **(highs_options or {}),
+            }
+            raw = chain.solve_via_data(model.problem, data, solver_opts=opts)
+            with warnings.catch_warnings():  # "may be inaccurate" on a time-limited incumbent
+                warnings.simplefilter("ignore", UserWarning)
+                model.problem.unpack_results(raw, chain, inverse)
+            status = model.problem.status
+            if status in cp.settings.SOLUTION_PRESENT:
+                order = decode(model, groups, queues)
+    except Exception:  # a solver failure must never take the scheduler down
+        order = None
+    if order is None:
+        return done(warm, "fallback")
+    plan = scored_plan(order, groups, queues, "optimal" if status == cp.OPTIMAL else "feasible")
+    if plan.objective > warm_obj * (1 + _REL_TOL) + _REL_TOL:
+        return done(warm, "fallback")
+    return done(plan)

@@ -1,0 +1,34 @@
+"""Named, seeded benchmark scenarios (one registry)."""
+
+from __future__ import annotations
+
+from shared.policy import Registry
+from slomesh.bench.scenarios.others import (
+    azure_code,
+    azure_conv,
+    scls_static,
+    scorpio_bursty,
+    scorpio_mixed,
+    smoke,
+    uellm_odbs,
+)
+from slomesh.bench.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
+from slomesh.bench.scenarios.spec import ScenarioSpec
+
+SCENARIOS: Registry[ScenarioSpec] = Registry(
+    "scenario",
+    {
+        "smoke": smoke,
+        "qlm-wa": qlm_wa,
+        "qlm-wb": qlm_wb,
+        "qlm-wc": qlm_wc,
+        "scorpio-mixed": scorpio_mixed,
+        "scorpio-bursty": scorpio_bursty,
+        "scls-static": scls_static,
+        "uellm-odbs": uellm_odbs,
+        "azure-conv": azure_conv,
+        "azure-code": azure_code,
+    },
+)
+
+__all__ = ["SCENARIOS", "ScenarioSpec"]

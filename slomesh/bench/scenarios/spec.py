@@ -1,0 +1,33 @@
+"""A named, seeded benchmark scenario: workload + cluster + the policies it compares by default."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.workloads import WorkloadSpec
+from slomesh.sim.cluster import ClusterSpec
+
+
+class ScenarioSpec(BaseModel):
+    """Everything `slomesh bench --scenario NAME` needs besides the policies and the seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """Registry name."""
+    description: str
+    """One line: what is served, on what, and what the default rate means."""
+    paper_setup: str
+    """What the paper ran and how this scenario scales it down (cluster, rates, data)."""
+    workload: WorkloadSpec
+    """Streams, classes, lengths; its total rate is the scenario's default rate."""
+    cluster: ClusterSpec
+    """The serving instances."""
+    default_policies: list[str] = Field(min_length=1)
+    """Policies compared when --policies is not given."""
+    sweep_rates_rps: list[float] = Field(default_factory=list)
+    """Suggested rates for --sweep-rates (total requests/s)."""
+
+    @property
+    def default_rate_rps(self) -> float:
+        return self.workload.total_rate_rps

@@ -1,0 +1,51 @@
+"""The combined `slomesh` stack and its ablations.
+
+`slomesh` = QLM queue management (request groups, virtual queues, RWT-driven global scheduler,
+pulling, eviction, swapping, balancing) in front of continuous-batching engines that run
+SCORPIO's guards (LDF queue, TTFT guard, VBS admission, credit batching). On static-batching
+engines the best batching is SCLS's (DP batching, max-min offloading, slices): `slomesh-static`.
+Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable.
+`slomesh-true-lengths` feeds QLM the true output lengths instead of the length predictor's, so
+the attainment lost to prediction error is measurable (SCORPIO's guards use no output lengths).
+"""
+
+from __future__ import annotations
+
+from shared.domain.scorpio import ScorpioConfig
+from slomesh.bench.stacks.base import StackConfig
+from slomesh.bench.stacks.batching import SCLS
+
+SLOMESH = StackConfig(
+    name="slomesh",
+    description="QLM queue management + SCORPIO guards on continuous engines",
+    policy="qlm",
+    queue_policy="edf",
+    preemption_mode="auto",
+    scorpio=ScorpioConfig(),
+)
+
+SLOMESH_STACKS: list[StackConfig] = [
+    SLOMESH,
+    SLOMESH.variant(
+        "slomesh-true-lengths",
+        "slomesh with QLM fed the true output lengths (oracle)",
+        policy_options={"lengths": "true"},
+    ),
+    SLOMESH.variant(
+        "slomesh-no-qlm", "slomesh without QLM (least-loaded routing)", policy="least-loaded"
+    ),
+    SLOMESH.variant("slomesh-no-scorpio", "slomesh without SCORPIO's guards (= qlm)", scorpio=None),
+    SLOMESH.variant(
+        "slomesh-no-credit", "slomesh without credit batching", scorpio={"credit_batching": False}
+    ),
+    SLOMESH.variant(
+        "slomesh-no-vbs", "slomesh without VBS admission", scorpio={"vbs_admission": False}
+    ),
+    SLOMESH.variant(
+        "slomesh-no-guard", "slomesh without the TTFT guard", scorpio={"ttft_guard": False}
+    ),
+    SCLS.variant(
+        "slomesh-static",
+        "slomesh on static-batching engines: SCLS DP batching, max-min offloading, slices",
+    ),
+]

@@ -1,0 +1,269 @@
+"""`slomesh bench-mesh`: what the live mesh costs, measured on loopback.
+
+- overhead: TTFT through the whole mesh (HTTP -> ingress -> predictor -> scheduler -> replica,
+  streaming) minus TTFT of the same engine called in-process, and the cost of one gRPC hop
+  through Serve's proxy (replica.Generate called directly);
+- capacity: open-loop Poisson load at rising rates against zero-step-time simulated replicas,
+  p99 admission latency (time to first token with engines that take no time) per rate;
+- memory (RSS of every Ray process) and start-up time of the mesh.
+Engines are the simulated engine at zero step time, so what is measured is the mesh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slomesh.cli import mesh
+
+_PROMPT = "measure the mesh"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench-mesh", help="mesh overhead, control-plane capacity, memory")
+    p.add_argument("--requests", type=int, default=200, help="sequential requests per probe")
+    p.add_argument("--rates", default="5,10,15", help='open-loop rates, requests/s ("": none)')
+    p.add_argument("--seconds", type=float, default=8.0, help="duration of each rate step")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--transport",
+        choices=["handle", "grpc"],
+        default="handle",
+        help="how the ingress calls the other services",
+    )
+    p.add_argument("--out", type=Path, default=Path("runs/bench-mesh.json"))
+    p.add_argument(
+        "--engine",
+        choices=["simulated", "vllm"],
+        default="simulated",
+        help="simulated at zero step time, or vLLM CPU with the tiny local model",
+    )
+    p.set_defaults(func=run)
+
+
+def _zero_time_config(transport: str, engine: str = "simulated") -> dict[str, Any]:
+    config = mesh.load_config(mesh.CONFIGS[engine])
+    for app in config["applications"]:
+        args = app.setdefault("args", {})
+        if app["name"] == "ingress":
+            args["transport"] = transport
+            args["tracing"] = {"exporter": "none"}
+        if app["name"].startswith("replica-"):
+            args["step_time_scale"] = 0.0
+            args["tracing"] = {"exporter": "none"}
+        elif app["name"] == "scheduler":
+            args["max_in_flight_per_replica"] = 4096
+    return config
+
+
+def _pcts(xs: list[float]) -> dict[str, float]:
+    a = np.asarray(xs) * 1e3
+    return {
+        "p50_ms": float(np.percentile(a, 50)),
+        "p99_ms": float(np.percentile(a, 99)),
+        "n": len(xs),
+    }
+
+
+async def _direct_engine_ttft(n: int) -> list[float]:
+    from dataclasses import replace
+
+    from services.replica.deployment import _scaled
+    from services.replica.engine import EngineRequest
+    from services.replica.sim_engine import AsyncSimEngine
+    from shared.domain import SLO, Request, WallClock
+    from shared.domain.engine import EngineConfig
+    from shared.profiles.defaults import default_profile
+
+    prof = _scaled(default_profile("A100-80GB", "llama-3.1-8b"), 0.0)
+    eng = AsyncSimEngine("direct", {prof.model: prof}, EngineConfig(), WallClock(), prof.model)
+    base = Request("x", prof.model, 4, 8, 0.0, SLO(20.0))
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        async for _ in eng.generate(EngineRequest(replace(base, request_id=f"d{i}"))):
+            out.append(time.perf_counter() - t)
+            break
+    await eng.shutdown()
+    return out
+
+
+_MODEL = {"simulated": "llama-3.1-8b", "vllm": "tiny-llama"}
+
+
+async def _direct_vllm_ttft(n: int, config: dict[str, Any]) -> list[float]:
+    """TTFT of the replica's own vLLM engine (same settings) called in-process."""
+    from pathlib import Path
+
+    from services.replica.engine import EngineRequest
+    from services.replica.vllm.config import VLLMEngineConfig
+    from services.replica.vllm.engine import VLLMEngine
+    from shared.domain import SLO, Request
+
+    app = next(a for a in config["applications"] if a["name"] == "replica-0")
+    settings = dict(app["args"]["vllm"])
+    settings["model"] = str(Path(settings["model"]).expanduser())
+    eng = VLLMEngine(VLLMEngineConfig.model_validate(settings))
+    out = []
+    try:
+        for i in range(n + 5):
+            req = Request(f"d{i}", "tiny-llama", 8, 8, time.time(), SLO(20.0))
+            t = time.perf_counter()
+            async for _ in eng.generate(EngineRequest(req, prompt=_PROMPT)):
+                if i >= 5:  # the first few warm the engine up
+                    out.append(time.perf_counter() - t)
+                break
+    finally:
+        await eng.shutdown()
+    return out
+
+
+async def _http_ttft(client: Any, url: str, model: str) -> float:
+    body = {"model": model, "prompt": _PROMPT, "max_tokens": 8, "stream": True}
+    t = time.perf_counter()
+    async with client.stream("POST", url, json=body) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"HTTP {resp.status_code}: {await resp.aread()!r}")
+        ttft = None
+        async for line in resp.aiter_lines():  # read to the end: the request completes
+            if ttft is None and line.startswith("data: {") and '"text":""' not in line:
+                ttft = time.perf_counter() - t
+    if ttft is None:
+        raise RuntimeError("stream ended without output")
+    return ttft
+
+
+async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
+    import grpc
+
+    from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
+
+    out = []
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = replica_pb2_grpc.ReplicaStub(ch)  # type: ignore[no-untyped-call]
+        for i in range(n):
+            meta = common_pb2.RequestMeta(
+                request_id=f"h{i}",
+                model="llama-3.1-8b",
+                input_tokens=4,
+                max_tokens=8,
+                slo=common_pb2.Slo(ttft_slo_ms=20000),
+                arrival_unix_s=time.time(),
+            )
+            t = time.perf_counter()
+            call = stub.Generate(
+                replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=_PROMPT),
+                metadata=[("application", "replica-0")],
+            )
+            first = None
+            async for _ in call:
+                first = first or time.perf_counter() - t
+            out.append(first or float("nan"))
+    return out
+
+
+async def _capacity(
+    url: str, rates: list[float], seconds: float, seed: int, model: str
+) -> list[dict[str, Any]]:
+    import httpx
+
+    rng = np.random.default_rng(seed)
+    steps = []
+    limits = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)
+    async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
+        for rate in rates:
+            gaps = rng.exponential(1.0 / rate, int(rate * seconds))
+            lat: list[float] = []
+            err_box = [0]
+
+            async def one(out: list[float] = lat, errs: list[int] = err_box) -> None:
+                try:
+                    out.append(await _http_ttft(client, url, model))
+                except Exception:
+                    errs[0] += 1
+
+            tasks = []
+            t0 = time.perf_counter()
+            for at in np.cumsum(gaps):
+                await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
+                tasks.append(asyncio.create_task(one()))
+            await asyncio.gather(*tasks)
+            took = time.perf_counter() - t0
+            errors = err_box[0]
+            steps.append(
+                {"rate_rps": rate, "achieved_rps": len(lat) / took, "errors": errors, **_pcts(lat)}
+            )
+            print(
+                f"  rate {rate:g}/s: p50 {steps[-1]['p50_ms']:.1f} ms, "
+                f"p99 {steps[-1]['p99_ms']:.1f} ms, errors {errors}"
+            )
+    return steps
+
+
+def _ray_rss_mb() -> float:
+    import psutil
+
+    total = 0
+    for p in psutil.process_iter(["name", "cmdline", "memory_info"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "ray" in cmd.lower() and p.info["memory_info"] is not None:
+            total += p.info["memory_info"].rss
+    return total / 2**20
+
+
+async def _probe(
+    args: argparse.Namespace, http: str, grpc_target: str, direct: list[float]
+) -> dict[str, Any]:
+    import httpx
+
+    model = _MODEL[args.engine]
+    url = f"{http}/completions"
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        for _ in range(10):  # warm-up: connections, lazily created stubs
+            await _http_ttft(client, url, model)
+        mesh_ttft = [await _http_ttft(client, url, model) for _ in range(args.requests)]
+    hop = await _grpc_hop_ttft(args.requests, grpc_target, model)
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    capacity = await _capacity(url, rates, args.seconds, args.seed, model)
+    ok = [s["rate_rps"] for s in capacity if s["p99_ms"] <= 50.0 and s["errors"] == 0]
+    d, m = _pcts(direct), _pcts(mesh_ttft)
+    return {
+        "direct_engine_ttft": d,
+        "mesh_ttft": m,
+        "mesh_added_ttft_ms": {"p50": m["p50_ms"] - d["p50_ms"], "p99": m["p99_ms"] - d["p99_ms"]},
+        "one_grpc_hop_ttft": _pcts(hop),
+        "capacity": capacity,
+        "max_rate_p99_under_50ms_rps": max(ok, default=0.0),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _zero_time_config(args.transport, args.engine)
+    if args.engine == "vllm":
+        from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+
+        build_tiny_model(default_tiny_model_dir())
+        direct = asyncio.run(_direct_vllm_ttft(args.requests, config))
+    else:
+        direct = asyncio.run(_direct_engine_ttft(args.requests))
+    started = mesh.start(config)
+    try:
+        http, grpc_target = mesh.endpoints(config)
+        result = asyncio.run(_probe(args, http, grpc_target, direct))
+        result["transport"] = args.transport
+        result["engine"] = args.engine
+        result["startup_s"] = started
+        result["ray_rss_mb"] = _ray_rss_mb()
+    finally:
+        mesh.stop()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k != "capacity"}, indent=2))
+    print(f"wrote {args.out}")
+    return 0

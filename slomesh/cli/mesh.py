@@ -1,0 +1,224 @@
+"""Starting the mesh from a Serve config on an embedded local Ray (`slomesh up`), and `status`.
+
+The config is the same file `serve deploy` takes; each application's `import_path` names an
+application builder that receives the entry's `args`. All applications deploy together and
+`start` returns once every one of them is running.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Serve's per-request access log costs CPU on the request path of a 2-core machine
+_QUIET = {"log_level": "WARNING", "enable_access_log": False}
+
+CONFIGS = {
+    "vllm": Path("deploy/ray/local.yaml"),
+    "simulated": Path("deploy/ray/local-simulated.yaml"),
+}
+
+DEFAULT_PROFILES = {"vllm": Path("deploy/ray/profiles/cpu-tiny-llama.json")}
+"""Measured profiles published with the default configs (`slomesh profile --engine vllm` of the
+tiny CPU model on a 2-core machine); `slomesh up --profile` replaces them."""
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ValueError(f"--config: {path} does not exist")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or not data.get("applications"):
+        raise ValueError(f"--config: {path} has no `applications`")
+    return data
+
+
+def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
+    """`config` with the scheduler running serving stack `policy` and every replica's engine
+    queue ordered as that stack says (e.g. qlm: EDF behind the virtual queues; vllm-fcfs: FCFS).
+    Unknown names fail listing the valid ones."""
+    from slomesh.bench.stacks.registry import STACKS
+
+    stack = STACKS.create(policy)
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        args = app.setdefault("args", {})
+        if app["name"] == "scheduler":
+            args["policy"] = stack.policy
+            args["policy_options"] = stack.policy_options
+            args["policy_label"] = stack.name
+        elif app["name"].startswith("replica-"):
+            key = "vllm" if args.get("engine") == "vllm" else "engine_config"
+            engine = args.setdefault(key, {})
+            engine["queue_policy"] = stack.queue_policy
+            engine.pop("scorpio", None)
+            if stack.scorpio is not None:
+                # live replicas run credit batching and VBS; the TTFT guard would cut streams
+                # the ingress already answered, so live rejection stays with admission
+                engine["scorpio"] = stack.scorpio.model_copy(
+                    update={"ttft_guard": False}
+                ).model_dump()
+    return out
+
+
+_PROFILE_READERS = ("services.scheduler.deployment", "services.profiler.deployment")
+
+
+def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
+    """`config` with measured profiles published (`slomesh profile` files): the scheduler and
+    profiler applications load `paths` (made absolute: Serve actors may run elsewhere) ahead of
+    the roofline defaults, and every vLLM replica whose (gpu, served model, tensor_parallel) has
+    a profile gets its decode coefficients (turning on SCORPIO's VBS admission there)."""
+    from services.replica.deployment import ReplicaArgs
+    from shared.profiles.io import load_profiles
+
+    files = []
+    profiles: dict[tuple[str, str, int], Any] = {}
+    for path in paths:
+        full = path.expanduser().resolve()
+        if not full.is_file():
+            raise ValueError(f"{path} does not exist")
+        files.append(str(full))
+        for p in load_profiles(full):
+            profiles[(p.gpu, p.model, p.tensor_parallel)] = p
+    defaults = ReplicaArgs()
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        args = app.get("args") or {}
+        app["args"] = args
+        module = str(app.get("import_path", "")).partition(":")[0]
+        if module in _PROFILE_READERS:
+            args["profile_files"] = list(dict.fromkeys([*args.get("profile_files", []), *files]))
+        elif module == "services.replica.deployment" and args.get("engine") == "vllm":
+            vllm = dict(args.get("vllm") or {})  # YAML anchors share one dict between replicas
+            model = vllm.get("served_model_name") or args.get("model", defaults.model)
+            tp = vllm.get("tensor_parallel_size") or args.get("tensor_parallel", 1)
+            prof = profiles.get((args.get("gpu", defaults.gpu), model, tp))
+            if prof is not None:
+                d = prof.decode
+                vllm["decode_coeffs"] = [d.d1, d.d2, d.d3, d.d4]
+            args["vllm"] = vllm
+    return out
+
+
+def _builder(import_path: str) -> Any:
+    module, _, attr = import_path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
+    """Start Ray, Serve and every application; returns the seconds it took."""
+    import ray
+    from ray import serve
+    from ray.serve.api import RunTarget
+
+    t0 = time.monotonic()
+    # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
+    # shares the real cores among them
+    cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    serve.start(
+        proxy_location=config.get("proxy_location", "HeadOnly"),
+        http_options=config.get("http_options", {}),
+        grpc_options=config.get("grpc_options", {}),
+        logging_config=config.get("logging_config", _QUIET),
+    )
+    apps = config["applications"]
+    serve.run_many(  # one deploy for all applications: they start in parallel
+        [
+            RunTarget(
+                target=_builder(app["import_path"])(app.get("args") or {}),
+                name=app["name"],
+                route_prefix=app.get("route_prefix"),
+                logging_config=config.get("logging_config", _QUIET),
+            )
+            for app in apps
+        ]
+    )
+    _wait_for_routes(config, [a.get("route_prefix") for a in apps])
+    return time.monotonic() - t0
+
+
+def _wait_for_routes(
+    config: dict[str, Any], prefixes: list[str | None], timeout_s: float = 60.0
+) -> None:
+    """Serve's proxy learns routes a moment after deploys finish: wait until it knows them all."""
+    import httpx
+
+    http, _ = endpoints(config)
+    url = http.removesuffix("/v1") + "/-/routes"
+    want = {p for p in prefixes if p}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            routes = httpx.get(url, timeout=5).json()
+            if isinstance(routes, dict) and want <= set(routes):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"Serve's proxy did not publish routes {sorted(want)} in {timeout_s:.0f} s")
+
+
+def stop() -> None:
+    import ray
+    from ray import serve
+
+    serve.shutdown()  # type: ignore[no-untyped-call]
+    ray.shutdown()
+
+
+def endpoints(config: dict[str, Any]) -> tuple[str, str]:
+    http = config.get("http_options", {})
+    grpc = config.get("grpc_options", {})
+    return (
+        f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}/v1",
+        f"{http.get('host', '127.0.0.1')}:{grpc.get('port', 9000)}",
+    )
+
+
+def wait_for_interrupt() -> None:
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+
+
+def replica_status(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each replica's engine state, asked over gRPC through the proxy."""
+    import grpc
+
+    from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
+
+    _, target = endpoints(config)
+    out = []
+    with grpc.insecure_channel(target) as channel:
+        stub = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
+        for app in config["applications"]:
+            name = app["name"]
+            if not name.startswith("replica-"):
+                continue
+            try:
+                st = stub.Status(
+                    replica_pb2.StatusQuery(), metadata=[("application", name)], timeout=5
+                )
+                out.append(
+                    {
+                        "application": name,
+                        "engine": st.engine,
+                        "model": st.active_model,
+                        "waiting": st.waiting,
+                        "running": st.running,
+                        "kv_blocks": f"{st.kv_used_blocks}/{st.kv_total_blocks}",
+                    }
+                )
+            except grpc.RpcError as err:
+                out.append({"application": name, "error": err.code().name})
+    return out

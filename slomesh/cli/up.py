@@ -1,0 +1,100 @@
+"""`slomesh up`, `slomesh status`, `slomesh build-tiny-model`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from slomesh.cli import mesh
+from slomesh.cli.errors import UsageError
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = sub.add_parser("up", help="run the mesh on an embedded local Ray until Ctrl-C")
+    up.add_argument(
+        "--engine",
+        choices=sorted(mesh.CONFIGS),
+        default="vllm",
+        help="vllm (the CPU build here, tiny local model) or simulated",
+    )
+    up.add_argument("--config", type=Path, help="a Serve config (default: by --engine)")
+    up.add_argument("--num-cpus", type=int, help="CPUs Ray may schedule (default: all)")
+    up.add_argument(
+        "--policy",
+        help="serving stack of the scheduler (and replica queue order), e.g. qlm, vllm-fcfs "
+        "(default: the config's)",
+    )
+    up.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a `slomesh profile` file for the scheduler, profiler and matching vLLM replicas "
+        "(repeatable; default with --engine vllm and no --config: the shipped measured profile "
+        "of the tiny CPU model, deploy/ray/profiles/cpu-tiny-llama.json)",
+    )
+    up.add_argument(
+        "--exit-after-start",
+        action="store_true",
+        help="start, print the endpoints and the start-up time, then shut down",
+    )
+    up.set_defaults(func=run_up)
+    st = sub.add_parser("status", help="the mesh's replicas, asked through the gRPC proxy")
+    st.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
+    st.add_argument("--config", type=Path)
+    st.set_defaults(func=run_status)
+    tiny = sub.add_parser("build-tiny-model", help="build the local random-weight test model")
+    tiny.add_argument(
+        "--out", type=Path, help="folder (default ~/.cache/slomesh/models/tiny-llama)"
+    )
+    tiny.set_defaults(func=run_build_tiny)
+
+
+def run_build_tiny(args: argparse.Namespace) -> int:
+    from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+
+    path = build_tiny_model(args.out or default_tiny_model_dir())
+    print(f"tiny model at {path}")
+    return 0
+
+
+def run_up(args: argparse.Namespace) -> int:
+    config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
+    if args.policy:
+        try:
+            config = mesh.with_policy(config, args.policy)
+        except ValueError as err:
+            raise UsageError(f"--policy: {err}") from None
+    profiles = list(args.profile)
+    if not profiles and args.config is None and args.engine in mesh.DEFAULT_PROFILES:
+        profiles = [mesh.DEFAULT_PROFILES[args.engine]]
+    if profiles:
+        try:
+            config = mesh.with_profiles(config, profiles)
+        except ValueError as err:
+            raise UsageError(f"--profile: {err}") from None
+    if args.engine == "vllm" and args.config is None:
+        from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+
+        build_tiny_model(default_tiny_model_dir())
+    try:
+        took = mesh.start(config, args.num_cpus)
+        http, grpc = mesh.endpoints(config)
+        print(f"slomesh is up in {took:.1f} s: OpenAI API {http}, gRPC {grpc}")
+        print("applications: " + ", ".join(a["name"] for a in config["applications"]))
+        if not args.exit_after_start:
+            print("Ctrl-C to stop")
+            mesh.wait_for_interrupt()
+    finally:
+        mesh.stop()
+        print("slomesh stopped")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
+    rows = mesh.replica_status(config)
+    for row in rows:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    return 1 if any("error" in r for r in rows) else 0

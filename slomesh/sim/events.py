@@ -1,0 +1,83 @@
+"""Simulator events. Each handler returns the events it causes (vidur-style).
+
+Ties at one instant are broken by kind (step ends free resources before arrivals are placed, and
+arrivals are placed before engines pick their next batch), then by insertion sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from services.replica.core.outputs import StepKind, StepPlan
+from shared.domain import Request
+from shared.domain.engine import SliceEntry
+
+if TYPE_CHECKING:
+    from slomesh.sim.instance import SimInstance
+    from slomesh.sim.simulator import Simulator
+
+
+class EventOrder(IntEnum):
+    STEP_END = 0
+    ARRIVAL = 1
+    SCHEDULE = 2
+
+
+@dataclass(slots=True)
+class Arrival:
+    time_s: float
+    request: Request
+    order = EventOrder.ARRIVAL
+
+    def handle(self, sim: Simulator) -> list[Event]:
+        sim.global_policy.on_arrival(self.request, sim.instances, sim, self.time_s)
+        return sim.next_arrival()
+
+
+@dataclass(slots=True)
+class Schedule:
+    time_s: float
+    instance: SimInstance
+    order = EventOrder.SCHEDULE
+
+    def handle(self, sim: Simulator) -> list[Event]:
+        inst = self.instance
+        inst.schedule_pending = False
+        if inst.in_flight is not None:
+            return []
+        plan = inst.core.schedule(self.time_s)
+        for seq, reason in plan.rejected:
+            sim.reject(seq.request, reason, self.time_s)
+            sim.global_policy.on_engine_reject(seq.request, inst.name, reason, self.time_s)
+        if plan.kind is StepKind.IDLE:
+            return []
+        inst.in_flight = plan
+        return [StepEnd(plan.end_s, inst, plan)]
+
+
+@dataclass(slots=True)
+class StepEnd:
+    time_s: float
+    instance: SimInstance
+    plan: StepPlan
+    order = EventOrder.STEP_END
+
+    def handle(self, sim: Simulator) -> list[Event]:
+        inst = self.instance
+        result = inst.core.update(self.plan)
+        inst.in_flight = None
+        for seq in result.finished:
+            sim.record_finish(seq, inst.name)
+        for seq in result.sliced:
+            entry = SliceEntry(
+                seq.request, seq.num_output_tokens, seq.first_token_s, seq.preemptions
+            )
+            sim.global_policy.on_slice_end(entry, inst.name, self.time_s)
+        sim.global_policy.on_step_end(inst, self.time_s)
+        inst.schedule_pending = True
+        return [Schedule(self.time_s, inst)]
+
+
+Event = Arrival | Schedule | StepEnd
