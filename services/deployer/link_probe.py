@@ -1,6 +1,6 @@
 """Measure the links between this machine's GPUs with torch on CUDA, for the HELR inventory
-(UELLM Algorithm 2's Latency(E[i][j]); ALGORITHMS.md §5). Optional: torch is imported lazily and
-only CUDA machines can run it (tests/gpu).
+(UELLM Algorithm 2's Latency(E[i][j]); services/deployer/README.md, "HELR"). Optional: torch is
+imported lazily and only CUDA machines can run it (tests/gpu).
 
 latency_s[i][j]: median wall time of copying a small tensor (default 16 KiB, about one decode
 step's activations of a hidden-8192 bf16 model) from GPU i to GPU j, both devices synchronised

@@ -1,4 +1,4 @@
-"""The engine interface every replica runs behind: the simulated engine and, later, vLLM.
+"""The engine interface every replica runs behind: the simulated engine and vLLM (vllm/).
 
 Shaped after vLLM 0.32's `AsyncLLM`: `generate` returns an async stream of outputs per request,
 `abort` cancels by id, and a request carries a priority. `evict`/`resume` are QLM's eviction LSO

@@ -30,7 +30,7 @@ class ModelSpec:
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """Δ = 2 (K and V) · layers · kv_heads · head_dim · dtype_bytes (ALGORITHMS.md §1)."""
+        """Δ = 2 (K and V) · layers · kv_heads · head_dim · dtype_bytes (SCLS Eq. 5)."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
     @property

@@ -1,4 +1,4 @@
-"""Hardware profile: the fitted step-time coefficients of ALGORITHMS.md §1 plus memory and links.
+"""Hardware profile: fitted step-time coefficients plus memory and links (shared/README.md).
 
 Prefill of N requests packed/padded to length L (SCLS Eq. 4):
     T_prefill(N, L) = p1·N·L + p2·N + p3·L + p4

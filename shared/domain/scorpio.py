@@ -1,4 +1,4 @@
-"""Typed knobs of the SCORPIO policy (ALGORITHMS.md §3).
+"""Typed knobs of the SCORPIO policy (services/replica/README.md, "SCORPIO").
 
 SCORPIO guards heterogeneous SLOs with three mechanisms, each switchable here: credit-based
 batching (C_r += TRP(r); run r when C_r >= 1), VBS admission (admit w iff

@@ -1,6 +1,7 @@
 """Hardware profiles: GPU/model catalog, roofline-derived defaults and refitting from measurements.
 
-See ALGORITHMS.md §1. Importing this package has no side effects; profiles are built on request.
+See shared/README.md, "Hardware profile". Importing this package has no side effects; profiles
+are built on request.
 """
 
 from shared.profiles.catalog import gpu_names, gpu_spec, model_names, model_spec

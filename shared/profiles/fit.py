@@ -1,4 +1,4 @@
-"""Refit step-time coefficients from measured steps (ALGORITHMS.md §1; reused by the profiler).
+"""Refit step-time coefficients from measured steps (shared/README.md, "Hardware profile").
 
 Both estimators are bilinear in (N, L): time = c1·N·L + c2·N + c3·L + c4 with N the batch size
 and L the (padded) prompt length for prefill or the mean context for decode. The coefficients are
@@ -164,7 +164,7 @@ def refit_profile(
 
 
 def fit_inefficiency(measured_throughput_tok_s: float, ideal_throughput_tok_s: float) -> float:
-    """ε = ideal / measured throughput, floored at 1 (ALGORITHMS.md §1, Θ = B / (d·ε)).
+    """ε = ideal / measured throughput, floored at 1 (QLM Eqs. 4 and 15, Θ = B / (d·ε)).
 
     A measurement above the ideal (the model was pessimistic) gives ε = 1, not below.
     """

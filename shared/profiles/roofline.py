@@ -1,6 +1,6 @@
 """Roofline-derived hardware profiles: step-time coefficients from datasheet figures alone.
 
-Used for GPUs/models that have not been measured (ALGORITHMS.md §1); the result says so in its
+Used for GPUs/models that have not been measured (shared/README.md); the result says so in its
 `source` ("derived:roofline(...)" with the efficiency factors). Notation: W = model weight bytes,
 P = parameters, Δ = KV bytes per token, tp = tensor-parallel degree, B = tp·hbm·eff_mem (effective
 aggregate memory bandwidth), F = tp·peak·eff_compute (effective aggregate FLOP/s), layers, heads
@@ -12,7 +12,7 @@ Fixed cost of one forward pass (shared by decode and prefill):
           + 2·layers·allreduce_latency_s   only when tp > 1: two all-reduces per layer
                                            (after attention and after the MLP), latency-bound
 
-Decode (memory-bound; ALGORITHMS.md tau_decode(l, N) = d1·N·l + d2·N + d3·l + d4):
+Decode (memory-bound; SCLS Eq. 4, tau_decode(l, N) = d1·N·l + d2·N + d3·l + d4):
     d4 = T_fix
     d1 = Δ / B + 4·layers·heads·head_dim / F
          each sequence reads the K and V of every context token; the attention FLOPs on them
@@ -46,7 +46,7 @@ activation (hidden_size·dtype_bytes) through each GPU's peer link, so
 The datasheet NVLink figure is a bidirectional aggregate, so this is optimistic by up to 2x on a
 term that is ~1-2% of the step on NVLink parts; on PCIe-only parts (A10) it matters and is kept.
 
-Memory (ALGORITHMS.md §1, per instance of tp GPUs):
+Memory (SCLS Eq. 6, M_ava = M_cap − M_model − M_engine; per instance of tp GPUs):
     kv_capacity_bytes = ζ·tp·memory − W − tp·engine_overhead_bytes
 where ζ is vLLM's gpu_memory_utilization and engine_overhead_bytes the activation/workspace/CUDA
 graph reserve of each GPU. The model "fits" when that leaves room for more than min_kv_tokens

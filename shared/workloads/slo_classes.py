@@ -1,6 +1,6 @@
 """Named SLO classes from the papers, turned into `shared.domain.SLO` objects.
 
-QLM (docs/ALGORITHMS.md §2; p99 TTFT deadlines, no TPOT SLO):
+QLM (§8; p99 TTFT deadlines, no TPOT SLO):
     "interactive"  TTFT 20 s
     "batch-1"      TTFT 60 s
     "batch-2"      TTFT 3600 s (1 hour)

@@ -1,5 +1,5 @@
-"""`slomesh plan`: place models with a deployer planner (HELR, UELLM Algorithm 2; ALGORITHMS.md
-§5, or first-fit), print the device maps and write the Serve config; `--bench` times HELR's DP on
+"""`slomesh plan`: place models with a deployer planner (HELR: UELLM Algorithm 2; or first-fit),
+print the device maps and write the Serve config; `--bench` times HELR's DP on
 4-16 GPU inventories and compares HE, LR and first-fit; `--measure-links NODE` prints this
 machine's measured GPU links as inventory `links` (CUDA only).
 

@@ -1,4 +1,4 @@
-"""The HELR inventory's link measurement on real GPUs (UELLM Algorithm 2, ALGORITHMS.md §5)."""
+"""The HELR inventory's link measurement on real GPUs (UELLM Algorithm 2)."""
 
 from __future__ import annotations
 

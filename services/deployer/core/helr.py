@@ -1,4 +1,4 @@
-"""HELR, UELLM Algorithm 2 (ALGORITHMS.md §5): choose GPUs, their order and a layer split.
+"""HELR, UELLM Algorithm 2 (services/deployer/README.md): choose GPUs, order and layer split.
 
 Route model (per placed replica; a pipeline of stages, one GPU per stage):
     m           = weight_bytes / layers                 model bytes per layer

@@ -1,4 +1,4 @@
-"""Brute-force reference for HELR (UELLM Algorithm 2, ALGORITHMS.md §5), for tests only.
+"""Brute-force reference for HELR (UELLM Algorithm 2), for tests only.
 
 Enumerates every ordered subset of the GPUs (Σ_k n!/(n−k)! routes: 1,956 for 6 GPUs, 13,699 for
 7), applies the same layer rule and cost as services.deployer.core.helr and ranks the valid routes

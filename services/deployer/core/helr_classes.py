@@ -1,4 +1,4 @@
-"""Exact state reduction for HELR's DP (UELLM Algorithm 2, ALGORITHMS.md §5): drop surplus
+"""Exact state reduction for HELR's DP (UELLM Algorithm 2; deployer README): drop surplus
 copies of interchangeable GPUs before the O(2^n·n^2) subset DP.
 
 GPUs a and b are interchangeable when they have the same layer capacity and speed, the same

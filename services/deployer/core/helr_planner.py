@@ -1,4 +1,4 @@
-"""The HELR placement planners "helr-he" and "helr-lr" (UELLM Algorithm 2, ALGORITHMS.md §5).
+"""The HELR placement planners "helr-he" and "helr-lr" (UELLM Algorithm 2; deployer README).
 
 Inventory: options.inventory when set (a non-empty `nodes` list then selects which of its nodes
 may be used; each GPU node named must be in the inventory with the same GPU count), else one

@@ -1,4 +1,4 @@
-"""GPU inventory and HELR parameters (UELLM Algorithm 2, ALGORITHMS.md §5) as typed config.
+"""GPU inventory and HELR parameters (UELLM Algorithm 2; deployer README) as typed config.
 
 HELR needs, per GPU, Memory(d) (`memory_bytes`), Performance(d) (`speed_bytes_s`) and its node,
 and the link latency between every ordered pair of GPUs; the tier plan needs each node's host
@@ -183,7 +183,7 @@ class InventoryGPU:
 
 
 class HELRParams(BaseModel):
-    """Parameters of HELR (ALGORITHMS.md §5); a1/a2 None take the planner's preset."""
+    """Parameters of HELR (UELLM Algorithm 2); a1/a2 None take the planner's preset."""
 
     model_config = _CFG
 

@@ -1,6 +1,6 @@
 """Placement planners behind one small interface, registered by name.
 
-HELR (UELLM Algorithm 2, ALGORITHMS.md §5) is registered as "helr-he" and "helr-lr"
+HELR (UELLM Algorithm 2; services/deployer/README.md) is registered as "helr-he" and "helr-lr"
 (services/deployer/core/helr_planner.py).
 
 "first-fit": every replica of a model needs tensor_parallel GPUs on one node, tp being the
@@ -160,7 +160,7 @@ PLANNERS: Registry[Planner] = Registry(
         **{name: partial(HELRPlanner, name) for name in PRESETS},
     },
 )
-"""Placement planners by name: first-fit and HELR's helr-he / helr-lr (ALGORITHMS.md §5)."""
+"""Placement planners by name: first-fit and HELR's helr-he / helr-lr (UELLM Algorithm 2)."""
 
 
 def plan(

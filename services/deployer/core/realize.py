@@ -1,4 +1,4 @@
-"""A HELR device map (UELLM Algorithm 2, ALGORITHMS.md §5) as vLLM and Ray resources.
+"""A HELR device map (UELLM Algorithm 2; deployer README) as vLLM and Ray resources.
 
 - Stages: one pipeline stage per GPU of the map, in map order: pipeline_parallel_size = number of
   GPUs, tensor_parallel_size = 1. (Merging equal GPUs into tensor-parallel groups is not done:

@@ -1,4 +1,4 @@
-"""Model tiers of each placed replica for QLM's model swapping (QLM §5; ALGORITHMS.md §2, §5).
+"""Model tiers of each placed replica for QLM's model swapping (QLM §5; deployer README).
 
 A replica placed by HELR (UELLM Algorithm 2) has one GPU-active model; the models it may swap to
 are the other served models that fit the same GPUs (the planner decides which, by HELR's layer

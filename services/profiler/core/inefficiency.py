@@ -1,4 +1,4 @@
-"""ε, the continuous-batching inefficiency (QLM Eq. 4 and 15; ALGORITHMS.md §1).
+"""ε, the continuous-batching inefficiency (QLM Eqs. 4 and 15; shared/README.md).
 
 QLM: "if GPU memory was not a constraint, the decode steps would not be interrupted" and the
 work would take its ideal time; ε >= 1 is the measured slowdown against that ideal. Here:

@@ -1,6 +1,6 @@
 """A HardwareProfile fitted from a sweep's measurements, with its report.
 
-ALGORITHMS.md §1: the prefill and decode coefficients come from shared.profiles.fit (NNLS on
+The prefill and decode coefficients (shared/README.md) come from shared.profiles.fit (NNLS on
 relative errors). Each sweep point enters the fit once, with the MEDIAN of its step times
 (DECISION: the profiler shares a 2-core machine with other work, and contention only ever adds
 time in bursts; the median of a point's repeats ignores a burst that a mean would smear into

@@ -5,7 +5,7 @@ device outside the catalog such as "cpu"), else the roofline default of shared.p
 on first use and cached). tensor_parallel None means the smallest of 1, 2, 4, 8 that fits for a
 catalogued (gpu, model) pair, and the smallest registered one otherwise.
 
-Estimates (ALGORITHMS.md §1, EstimateReply in proto/slomesh/v1/profiler.proto), with I the input
+Estimates (shared/README.md; EstimateReply in proto/slomesh/v1/profiler.proto), with I the input
 tokens and O the predicted mean output tokens (capped by the request's max_tokens):
     prefill_s          = T_prefill(1, I)
     decode_s_per_token = tau_decode(I + O/2, 1)   one batch-1 step at the mean context

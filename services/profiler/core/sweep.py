@@ -1,6 +1,6 @@
 """The sweep plan: which controlled batches to run against an engine to fit its profile.
 
-ALGORITHMS.md §1 (SCLS §4.2-4.3, QLM §6 "hardware profiling"): the bilinear step-time models
+shared/README.md (SCLS §4.2-4.3, QLM §6 "hardware profiling"): the bilinear step-time models
     T_prefill(N, L)   = p1·N·L + p2·N + p3·L + p4
     tau_decode(l, N)  = d1·N·l + d2·N + d3·l + d4
 are fitted on measured steps. The plan crosses a set of batch sizes N with a set of lengths

@@ -1,7 +1,7 @@
 """Workload profiling: output-length statistics per request group (QLM §6 "workload profiling").
 
 QLM's RWT estimator models the output tokens of the requests ahead in a queue as
-N((q−1)·μ_o, (q−1)·σ_o²) with μ_o, σ_o fitted per request group (ALGORITHMS.md §2). A group
+N((q−1)·μ_o, (q−1)·σ_o²) with μ_o, σ_o fitted per request group (QLM Eq. 3). A group
 here is (model, SLO class). From completion records this computes, per group: count, μ_o (mean),
 σ_o (sample standard deviation, ddof = 1; 0 for a single record) and the p50 / p90 output
 lengths (linear interpolation between order statistics, numpy's default).

@@ -1,5 +1,5 @@
 """Forward-pass profiler: time a random-weight Llama in PyTorch + transformers and compare the
-fitted step-time profile with the roofline one (ALGORITHMS.md §1).
+fitted step-time profile with the roofline one (shared/README.md, "Hardware profile").
 
 Shell package: torch and transformers are imported inside the functions that need them, so the
 pure parts (shapes, grids, FLOP/byte accounting, profiles, the report) import without them.

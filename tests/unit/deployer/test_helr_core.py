@@ -1,4 +1,4 @@
-"""HELR's DP (UELLM Algorithm 2, ALGORITHMS.md §5) against brute force, HE/LR, worked example."""
+"""HELR's DP (UELLM Algorithm 2) against brute force, HE/LR, worked example."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The helr-he / helr-lr planners (UELLM Algorithm 2, ALGORITHMS.md §5): inventory, several
+"""The helr-he / helr-lr planners (UELLM Algorithm 2): inventory, several
 models largest first, unplaced rules, layer partitions, registry."""
 
 from __future__ import annotations

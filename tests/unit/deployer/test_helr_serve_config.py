@@ -1,4 +1,4 @@
-"""HELR device maps realised in the Serve config (UELLM Algorithm 2, ALGORITHMS.md §5):
+"""HELR device maps realised in the Serve config (UELLM Algorithm 2):
 pipeline stages, VLLM_PP_LAYER_PARTITION, placement-group bundles, model tiers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model tiers for QLM's swapping on HELR replicas (UELLM Algorithm 2 maps, ALGORITHMS.md §5)."""
+"""Model tiers for QLM's swapping on HELR replicas (UELLM Algorithm 2 maps)."""
 
 from __future__ import annotations
 

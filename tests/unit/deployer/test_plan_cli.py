@@ -1,4 +1,4 @@
-"""`slomesh plan` (slomesh/cli/plan.py; HELR, UELLM Algorithm 2, ALGORITHMS.md §5): models,
+"""`slomesh plan` (slomesh/cli/plan.py; HELR, UELLM Algorithm 2): models,
 device maps, the written Serve config."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SCLS serving-time-oriented DP batching (SCLS Algorithm 1, Eq. 10; ALGORITHMS.md §4).
+"""SCLS serving-time-oriented DP batching (SCLS Algorithm 1, Eq. 10; scheduler README, "SCLS").
 
 Sort the pool by context length ascending; T[i] is the least total serving time of the first i
 requests, T[0] = 0, and

@@ -9,7 +9,7 @@ the batch is below the size cap and the batch's composite cost with it stays und
 
 with n the current batch size, L_CM the largest SLO and O_CM the largest predicted output length
 already in the batch. Otherwise the batch is closed and a new one opened with the request; the
-first request always opens a batch. See docs/ALGORITHMS.md §5.
+first request always opens a batch. See services/scheduler/README.md, "UELLM SLO-ODBS".
 """
 
 from __future__ import annotations

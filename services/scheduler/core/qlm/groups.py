@@ -1,4 +1,4 @@
-"""QLM request groups (paper Section 4, Algorithm 1; docs/ALGORITHMS.md §2).
+"""QLM request groups (paper Section 4, Algorithm 1; services/scheduler/README.md, "QLM").
 
 A request group holds queued requests of one model and one SLO class with similar input and
 predicted output lengths, served FCFS inside the group. The `Grouper` owns every queued request:

@@ -2,7 +2,7 @@
 
 Pure arithmetic: no clock, no RNG, no I/O. All times are seconds relative to "now".
 
-Model (docs/ALGORITHMS.md §2): a virtual queue serves requests in order at a constant token
+Model (services/scheduler/README.md): a virtual queue serves requests in order at a constant token
 throughput Θ (output tokens/s). Request q waits for the output tokens of the requests ahead of
 it, W_q = Σ_{i<q} O_i / Θ (Eq. 2); it then completes at C_q = W_q + P + D_q (Eq. 1) with
 P the prefill time and D_q = O_q·ε·d the decode time (Eq. 4). A group completes at

@@ -1,4 +1,4 @@
-"""Credit-based batching (ALGORITHMS.md §3): C_r += TRP(r); run r when C_r >= 1; C_r -= 1."""
+"""Credit-based batching (SCORPIO §3.4): C_r += TRP(r); run r when C_r >= 1; C_r -= 1."""
 
 from __future__ import annotations
 

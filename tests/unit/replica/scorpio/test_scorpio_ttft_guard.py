@@ -1,4 +1,4 @@
-"""TTFT guard (ALGORITHMS.md §3): LDF walk of the waiting queue, early rejection of misses."""
+"""TTFT guard (SCORPIO): LDF walk of the waiting queue, early rejection of misses."""
 
 from __future__ import annotations
 

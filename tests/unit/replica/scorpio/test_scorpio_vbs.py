@@ -1,4 +1,4 @@
-"""VBS admission, the TPOT guard (ALGORITHMS.md §3, SCORPIO eq. 8).
+"""VBS admission, the TPOT guard (SCORPIO §3.4, eq. 8).
 
 Admit w iff safety · EstimatedTPOT(VBS(R'), L_avg(R')) <= margin · min_{r∈R'} STP(r).
 """

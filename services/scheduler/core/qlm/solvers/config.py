@@ -1,4 +1,4 @@
-"""Typed configuration of the QLM global scheduler (docs/ALGORITHMS.md §2)."""
+"""Typed configuration of the QLM global scheduler (services/scheduler/README.md, "QLM")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The QLM global scheduler (docs/ALGORITHMS.md §2): heuristic plan first, then the ILP over a
-window of the most urgent groups, the rest appended per queue by the heuristic.
+"""The QLM global scheduler (services/scheduler/README.md, "Global scheduler"): heuristic plan
+first, then the ILP over a window of the most urgent groups, the rest appended per queue by the
+heuristic.
 
 Never worse than the heuristic: a combined plan that scores worse than the heuristic's plan of
 all groups is replaced by it (status "fallback").

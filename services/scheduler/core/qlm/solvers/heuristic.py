@@ -1,6 +1,7 @@
 """Heuristic global scheduler: EDF within model batches, least-loaded virtual queue.
 
-The ILP's warm start and fallback (docs/ALGORITHMS.md §2). Two passes, O(G·Q + G log G):
+The ILP's warm start and fallback (services/scheduler/README.md, "Global scheduler"). Two
+passes, O(G·Q + G log G):
 
 1. Placement: groups in deadline order (EDF), each onto the eligible queue where it would
    *finish* earliest, counting the transition (drain_s + swap_s[model]) when its model differs

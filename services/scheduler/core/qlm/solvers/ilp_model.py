@@ -8,7 +8,7 @@ position j (Eq. 10, by recurrence):
     w[q,0] = ready_q + Σ_m c[q,m]·u[q,m,0],   w[q,j] = w[q,j-1] + Σ_e s[q,e]·x[q,e,j-1] + Σ_m c·u
 with c[q,m] = drain_s + swap_s[m] and s the service times. Each group's wait
 a_i >= w[q,j] - M(1 - x[q,i,j]) (Eq. 11, big-M) and its violation v_i >= a_i - deadline_i, v >= 0
-(Eq. 12 relaxed as docs/ALGORITHMS.md §2 decides). Objective Σ size·v + TIE_BREAK·Σ size·a,
+(Eq. 12 relaxed, see the scheduler README). Objective Σ size·v + TIE_BREAK·Σ size·a,
 equal to `evaluate` at every optimum (u, a and v sit on their lower bounds). Eq. 6: each group
 exactly once, each position at most once, positions filled contiguously from the head.
 Two valid cuts tighten the LP relaxation: a_i >= Σ lo·x and v_i >= Σ max(0, lo - d_i)·x, where lo

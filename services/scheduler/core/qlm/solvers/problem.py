@@ -8,7 +8,7 @@ brute force) sees the same problem and `evaluate` scores any plan the same way:
     pays a transition first: `drain_s` (the running batch completes) + `swap_s[model]`.
     The group's wait is the time at which it starts; it then occupies the queue for
     `service_s[q]` (its output tokens / token throughput Θ of that instance, Eq. 2).
-    Penalty p = wait - deadline_s (Eq. 12). DECISION (docs/ALGORITHMS.md §2): minimize
+    Penalty p = wait - deadline_s (Eq. 11). DECISION (services/scheduler/README.md): minimize
     Σ size·max(0, p) rather than require p <= 0, plus `TIE_BREAK`·Σ size·wait so that, among
     plans without violation, shorter waits (fewer swaps) win.
 
