@@ -74,6 +74,15 @@ class IngressArgs(BaseModel):
     """max_tokens default and priority range."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    call_timeout_s: float = Field(5.0, gt=0)
+    """Deadline of each internal unary call (predict, report); past it the request fails
+    fast with 503 instead of hanging."""
+    max_admitting_requests: int = Field(1024, ge=1)
+    """Requests this ingress replica holds in admission at once (predict + scheduler queue);
+    beyond it new requests are answered 429 with Retry-After before any internal call."""
+    admit_timeout_s: float = Field(12.0, gt=0)
+    """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
+    the scheduler's max_queue_wait_ms."""
 
 
 @dataclass
@@ -91,10 +100,14 @@ class Pipeline:
         self.args = args
         self.observer: RequestObserver = observer or NullObserver()
         self.models = {m.name: ModelInfo(m.name, m.max_model_len) for m in args.models}
-        self.client = MeshClient(args.grpc_target, transport=args.transport)
+        self.client = MeshClient(
+            args.grpc_target, timeout_s=args.call_timeout_s, transport=args.transport
+        )
         self._tokenizers: dict[str, Any] = {}
         self._tracer = tracer("ingress")
         self._background: set[asyncio.Task[None]] = set()
+        self.admitting = 0
+        """Requests in admission right now (bounded by max_admitting_requests)."""
         for m in args.models:
             if m.tokenizer:
                 from transformers import AutoTokenizer
@@ -128,13 +141,23 @@ class Pipeline:
         One trace per request: a root `request` span (ended when the stream ends) holds
         `admission` here, `grouping` in the scheduler and `execution` in the replica.
         """
+        if self.admitting >= self.args.max_admitting_requests:
+            self.observer.rejected("", "ingress at capacity")
+            raise overloaded(
+                f"ingress at capacity: {self.admitting} requests in admission "
+                "(max_admitting_requests)",
+                1.0,
+            )
         root = self._tracer.start_span("request")
+        self.admitting += 1
         try:
             return await self._admit(body, headers, authorization, root)
         except BaseException as err:
             root.set_attribute("slomesh.error", str(err))
             root.end()
             raise
+        finally:
+            self.admitting -= 1
 
     async def _admit(
         self,
@@ -164,9 +187,18 @@ class Pipeline:
             span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
             prediction = await self._predict(meta, prompt)
             span.set_attribute("slomesh.predicted_mean_tokens", prediction.mean_tokens)
-            reply = await self._call(
-                "scheduler", "Admit", scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
-            )
+            try:
+                reply = await self._call(
+                    "scheduler",
+                    "Admit",
+                    scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction),
+                    timeout_s=self.args.admit_timeout_s,
+                )
+            except BaseException:
+                # cancelled (client gone) or failed while the scheduler may already have
+                # admitted it: release the place; Report of an unknown id is a no-op
+                self._report(req, common_pb2.ReplicaRef(), 0.0, time.time(), 0, "abort")
+                raise
             span.set_attribute("slomesh.admitted", reply.admitted)
             if not reply.admitted:
                 span.set_attribute("slomesh.reject_reason", reply.reason)
@@ -243,9 +275,11 @@ class Pipeline:
         except CallFailed:
             return common_pb2.LengthPrediction()  # admission goes on without a prediction
 
-    async def _call(self, service: str, method: str, message: Any) -> Any:
+    async def _call(
+        self, service: str, method: str, message: Any, timeout_s: float | None = None
+    ) -> Any:
         try:
-            return await self.client.call(service, service, method, message)
+            return await self.client.call(service, service, method, message, timeout_s)
         except CallFailed as err:
             raise APIError(
                 503,

@@ -18,7 +18,7 @@ from ray.serve import Application
 
 from services.replica.engine import Engine, EngineRequest
 from services.replica.sim_engine import AsyncSimEngine
-from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
+from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
 from shared.rpc.convert import request_from_meta
@@ -125,6 +125,8 @@ class ReplicaDeployment:
         setup_tracing(self.args.application, self.args.tracing)
         self.engine = build_engine(self.args)
         self._tracer = tracer("replica")
+        self._held: set[str] = set()
+        """Requests with an open Generate stream here (reported by Status for reconciliation)."""
 
     async def Generate(
         self,
@@ -135,14 +137,25 @@ class ReplicaDeployment:
         meta = request.meta
         parent = incoming_context(grpc_context, trace_headers)
         req = request_from_meta(meta, request.simulated_output_tokens or None)
+        self._held.add(meta.request_id)
+        try:
+            async for chunk in self._generate(req, request.prompt, parent):
+                yield chunk
+        finally:
+            self._held.discard(meta.request_id)
+
+    async def _generate(
+        self, req: Request, prompt: str, parent: Any
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        meta_id = req.request_id
         with self._tracer.start_as_current_span("execution", context=parent) as span:
             span.set_attribute("slomesh.replica", self.args.application)
             span.set_attribute("slomesh.engine", self.args.engine)
-            span.set_attribute("slomesh.request_id", meta.request_id)
+            span.set_attribute("slomesh.request_id", meta_id)
             n = 0
             t0 = time.monotonic()
             first = t0
-            async for chunk in self.engine.generate(EngineRequest(req, prompt=request.prompt)):
+            async for chunk in self.engine.generate(EngineRequest(req, prompt=prompt)):
                 if n == 0 and chunk.num_output_tokens > 0:
                     first = time.monotonic()
                     span.add_event("first_token")
@@ -154,7 +167,7 @@ class ReplicaDeployment:
                 n = chunk.num_output_tokens
                 text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
                 yield replica_pb2.ReplicaChunk(
-                    request_id=meta.request_id,
+                    request_id=meta_id,
                     text=text,
                     output_tokens=chunk.num_output_tokens,
                     finished=chunk.finished,
@@ -163,15 +176,30 @@ class ReplicaDeployment:
                 )
             span.set_attribute("slomesh.output_tokens", n)
 
-    async def Evict(self, request: replica_pb2.RequestIds) -> replica_pb2.RequestIds:
+    async def Evict(
+        self,
+        request: replica_pb2.RequestIds,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> replica_pb2.RequestIds:
         done = await self.engine.evict(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
-    async def Resume(self, request: replica_pb2.RequestIds) -> replica_pb2.RequestIds:
+    async def Resume(
+        self,
+        request: replica_pb2.RequestIds,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> replica_pb2.RequestIds:
         done = await self.engine.resume(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
-    async def Status(self, request: replica_pb2.StatusQuery) -> common_pb2.ReplicaState:
+    async def Status(
+        self,
+        request: replica_pb2.StatusQuery,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> common_pb2.ReplicaState:
         st = self.engine.status()
         return common_pb2.ReplicaState(
             replica=common_pb2.ReplicaRef(
@@ -184,6 +212,7 @@ class ReplicaDeployment:
             kv_used_blocks=st.kv_used_blocks,
             kv_total_blocks=st.kv_total_blocks,
             engine=self.args.engine,
+            request_ids=sorted(self._held),
         )
 
     def check_health(self) -> None:

@@ -69,6 +69,17 @@ class SchedulerArgs(BaseModel):
     max_queued_requests: int = Field(10_000, ge=0)
     """Queueing policies (`qlm`): requests held in the global queue at most; beyond it arrivals
     are rejected with Retry-After."""
+    max_queue_wait_ms: float = Field(8000.0, gt=0)
+    """Queueing policies: longest a request waits in the global queue (its TTFT deadline bounds
+    it further); then it is answered 429 with Retry-After instead of being left to time out."""
+    queue_reject_margin_ms: float = Field(100.0, ge=0)
+    """A queued request is answered 429 once its TTFT deadline is closer than this: it could
+    not get its first token in time anyway."""
+    admit_lease_ms: float = Field(5000.0, gt=0)
+    """An admission the replica does not hold this long after placement is released (its
+    caller never started the stream or died mid-stream, so no report will come)."""
+    reconcile_interval_ms: float = Field(1000.0, gt=0)
+    """How often admissions are reconciled with the replicas' Status (while any are open)."""
     tick_interval_ms: float = Field(100.0, gt=0)
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()
@@ -145,9 +156,11 @@ class SchedulerDeployment:
             self.args.policy_label or self.args.policy,
             self.args.max_in_flight_per_replica,
             self.args.max_queued_requests,
+            self.args.max_queue_wait_ms / 1e3,
         )
-        self._waiters: dict[str, asyncio.Future[LiveReplica]] = {}
+        self._waiters: dict[str, asyncio.Future[LiveReplica | str]] = {}
         self._ticker: asyncio.Task[None] | None = None
+        self._reconciler: asyncio.Task[None] | None = None
         self._tracer = tracer("scheduler")
         self.states: dict[str, common_pb2.ReplicaState] = {}
         self.client = MeshClient(transport=self.args.transport)
@@ -196,6 +209,7 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
+            self._start_reconciler()
             self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
@@ -217,18 +231,21 @@ class SchedulerDeployment:
         return scheduler_pb2.ReportReply()
 
     async def _wait_for_pull(self, request_id: str, span: Any) -> AdmitDecision:
-        """A queued request waits here until a replica pulls it (or the caller goes away)."""
-        fut: asyncio.Future[LiveReplica] = asyncio.get_running_loop().create_future()
+        """A queued request waits here until a replica pulls it, its deadline expires (answered
+        at once with a rejection) or the caller goes away."""
+        fut: asyncio.Future[LiveReplica | str] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = fut
         t0 = time.time()
         try:
-            rep = await fut
+            got = await fut
         except asyncio.CancelledError:
             self._waiters.pop(request_id, None)
             self.core.report(request_id, 0, time.time())  # leaves the queue; nothing is lost
             raise
         span.set_attribute("slomesh.queue_wait_ms", (time.time() - t0) * 1e3)
-        return AdmitDecision(True, rep, policy=self.core.policy_label)
+        if isinstance(got, str):
+            return AdmitDecision(False, None, got, 1.0, self.core.policy_label)
+        return AdmitDecision(True, got, policy=self.core.policy_label)
 
     def _start_ticker(self) -> None:
         if self._ticker is None or self._ticker.done():
@@ -237,8 +254,41 @@ class SchedulerDeployment:
     async def _tick_loop(self) -> None:
         while self.core.queued or self._waiters:
             await asyncio.sleep(self.args.tick_interval_ms / 1e3)
-            self.core.tick(time.time())
+            now = time.time()
+            self.core.tick(now)
             self._dispatch()
+            expired = self.core.expire_queued(now, self.args.queue_reject_margin_ms / 1e3)
+            for rid in expired:
+                fut = self._waiters.pop(rid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result("overloaded: TTFT deadline cannot be met from the queue")
+
+    def _start_reconciler(self) -> None:
+        if self._reconciler is None or self._reconciler.done():
+            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+
+    def _open_admissions(self) -> int:
+        return sum(len(r.in_flight) + len(r.evicted) for r in self.core.replicas.values())
+
+    async def _reconcile_loop(self) -> None:
+        """Release admissions no replica holds (module docstring of core/admission.py)."""
+        while self._open_admissions():
+            await asyncio.sleep(self.args.reconcile_interval_ms / 1e3)
+            for name, rep in list(self.core.replicas.items()):
+                if not (rep.in_flight or rep.evicted):
+                    continue
+                try:
+                    state = await self.client.call(
+                        name, "replica", "Status", replica_pb2.StatusQuery()
+                    )
+                except CallFailed:
+                    continue  # its streams fail at the ingress, which reports them
+                lost = self.core.release_unheld(
+                    name, set(state.request_ids), time.time(), self.args.admit_lease_ms / 1e3
+                )
+                if lost:
+                    self._dispatch()
+                    self._in_flight.set(len(rep.in_flight), tags={"serving_replica": name})
 
     def _dispatch(self) -> None:
         """Release pulled requests to their callers; carry out evict/resume off the request path."""
@@ -270,6 +320,25 @@ class SchedulerDeployment:
         for name in ("replans", "reordered_groups", "rejected_infeasible"):
             self._policy_gauge.set(float(getattr(stats, name, 0)), tags={"counter": name})
         self._policy_gauge.set(float(self.core.queued), tags={"counter": "queued"})
+
+    def snapshot(self) -> dict[str, Any]:
+        """Admission state for health checks and operators: queued, waiting callers, and per
+        replica the requests in flight / evicted and the age of the oldest (s)."""
+        now = time.time()
+        return {
+            "queued": self.core.queued,
+            "waiters": len(self._waiters),
+            "replicas": {
+                name: {
+                    "in_flight": len(rep.in_flight),
+                    "evicted": len(rep.evicted),
+                    "oldest_s": max(
+                        (now - r.arrival_s for r in rep.in_flight.values()), default=0.0
+                    ),
+                }
+                for name, rep in self.core.replicas.items()
+            },
+        }
 
     def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:
         self.states[request.replica.application] = request

@@ -11,6 +11,7 @@ The trace context travels as W3C headers in both: gRPC metadata, or a `trace_hea
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -59,17 +60,31 @@ class MeshClient:
         self._stubs: dict[str, Any] = {}
         self._handles: dict[str, Any] = {}
 
-    async def call(self, application: str, kind: str, method: str, message: Any) -> Any:
-        """Unary call of `method` on the service `application` (of service kind `kind`)."""
+    async def call(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Unary call of `method` on the service `application` (of service kind `kind`).
+
+        Fails with CallFailed(DEADLINE_EXCEEDED) after `timeout_s` (default: the client's) on
+        either transport; the callee's work is cancelled."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
             if self.transport == "grpc":
                 return await getattr(self._stub(kind), method)(
                     message,
                     metadata=grpc_metadata([("application", application)]),
-                    timeout=self.timeout_s,
+                    timeout=timeout,
                 )
             handle = self._handle(application)
-            return await getattr(handle, method).remote(message, trace_headers=_headers())
+            response = getattr(handle, method).remote(message, trace_headers=_headers())
+            return await asyncio.wait_for(_result(response), timeout)
+        except TimeoutError:
+            raise CallFailed(application, "DEADLINE_EXCEEDED", f"after {timeout:g} s") from None
         except grpc.aio.AioRpcError as err:
             raise CallFailed(application, err.code().name, err.details() or "") from None
         except Exception as err:
@@ -133,6 +148,10 @@ class MeshClient:
             await self._channel.close()
             self._channel = None
             self._stubs = {}
+
+
+async def _result(response: Any) -> Any:
+    return await response
 
 
 def _headers() -> dict[str, str]:

@@ -11,8 +11,10 @@ answered with a rejection, not a hang.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
+from services.scheduler.core.drain_rate import DrainRate
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from shared.domain import Request
@@ -45,6 +47,7 @@ class AdmissionCore:
         policy_label: str,
         max_in_flight: int,
         max_queued: int = 100_000,
+        max_queue_wait_s: float = 8.0,
     ) -> None:
         if not replicas:
             raise ValueError("scheduler.replicas must list at least one replica")
@@ -59,11 +62,17 @@ class AdmissionCore:
         self.policy_label = policy_label
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
+        self.max_queue_wait_s = max_queue_wait_s
+        self.drain = DrainRate()
         self._owner: dict[str, LiveReplica] = {}
         self._queued: dict[str, Request] = {}
+        self._deadlines: list[float] = []
+        """TTFT deadlines of the queued requests, sorted (how many are due before a new one)."""
         self._dispatched: list[tuple[Request, LiveReplica]] = []
         self.admitted = 0
         self.rejected = 0
+        self.released = 0
+        """Admissions released by reconciliation (no report ever came)."""
 
     @property
     def queued(self) -> int:
@@ -84,12 +93,21 @@ class AdmissionCore:
                 f"{self.max_in_flight} requests in flight",
                 retry_after_s=1.0,
             )
+        budget_s = min(request.ttft_deadline_abs_s - now_s, self.max_queue_wait_s)
+        ahead = bisect.bisect_right(self._deadlines, request.ttft_deadline_abs_s)
+        wait_s = self.drain.expected_wait_s(ahead, now_s) if ahead else None
+        if wait_s is not None and wait_s > budget_s:
+            return self._reject(
+                f"overloaded: {ahead} requests queued ahead drain in ~{wait_s:.1f} s, "
+                f"more than this request may wait ({max(budget_s, 0.0):.1f} s)",
+                retry_after_s=min(max(1.0, wait_s - budget_s), 30.0),
+            )
         rejection = _Rejection()
-        self._queued[request.request_id] = request
+        self._enqueue(request)
         self.policy.on_arrival(request, open_, rejection, now_s)
-        self._collect()
+        self._collect(now_s)
         if rejection.reason is not None:
-            self._queued.pop(request.request_id, None)
+            self._dequeue(request.request_id)
             return self._reject(rejection.reason, 1.0)
         self.admitted += 1
         chosen = self._owner.get(request.request_id)
@@ -103,21 +121,51 @@ class AdmissionCore:
         """The request finished (or failed): free its place. Unknown ids are ignored."""
         owner = self._owner.pop(request_id, None)
         if owner is None:
-            if self._queued.pop(request_id, None) is not None:
+            if self._dequeue(request_id) is not None:
                 self.policy.on_abort(request_id, now_s)  # left the queue before being pulled
             return None
-        request = owner.in_flight.pop(request_id, None) or owner.evicted.pop(request_id, None)
+        request = owner.forget(request_id)
         if request is not None:
             self.policy.on_finish(request, owner.application, output_tokens, now_s)
         self.policy.on_step_end(owner, now_s)  # room freed: the replica may pull
-        self._collect()
+        self._collect(now_s)
         return owner
+
+    def release_unheld(
+        self, application: str, held: set[str], now_s: float, lease_s: float
+    ) -> list[str]:
+        """Reconcile with what replica `application` reports it holds: admissions it does not
+        hold after `lease_s` are released as if reported (their callers went away between
+        admission and the stream's start, or died mid-stream). Returns the released ids."""
+        rep = self.replicas.get(application)
+        if rep is None:
+            return []
+        lost = rep.unheld(held, now_s, lease_s)
+        for rid in lost:
+            self.report(rid, 0, now_s)
+        self.released += len(lost)
+        return lost
+
+    def expire_queued(self, now_s: float, margin_s: float) -> list[str]:
+        """Take out of the queue every request that can no longer start in time: its TTFT
+        deadline is less than `margin_s` away, or it has waited max_queue_wait_s. Returns their ids;
+        the shell answers each with 429 + Retry-After at once instead of letting it time out."""
+        out = [
+            rid
+            for rid, r in self._queued.items()
+            if now_s >= min(r.ttft_deadline_abs_s - margin_s, r.arrival_s + self.max_queue_wait_s)
+        ]
+        for rid in out:
+            self._dequeue(rid)
+            self.policy.on_abort(rid, now_s)
+        self.rejected += len(out)
+        return out
 
     def tick(self, now_s: float) -> None:
         """Periodic: let every replica pull and the policy re-check its predictions."""
         for rep in self.replicas.values():
             self.policy.on_step_end(rep, now_s)
-        self._collect()
+        self._collect(now_s)
 
     def take_dispatched(self) -> list[tuple[Request, LiveReplica]]:
         """Placements made since the last call (queued requests pulled by a replica)."""
@@ -128,12 +176,24 @@ class AdmissionCore:
         """Evict/resume decisions of the policy for the shell to send to replicas."""
         return [a for r in self.replicas.values() for a in r.take_actions()]
 
-    def _collect(self) -> None:
+    def _enqueue(self, request: Request) -> None:
+        self._queued[request.request_id] = request
+        bisect.insort(self._deadlines, request.ttft_deadline_abs_s)
+
+    def _dequeue(self, request_id: str) -> Request | None:
+        request = self._queued.pop(request_id, None)
+        if request is not None:
+            i = bisect.bisect_left(self._deadlines, request.ttft_deadline_abs_s)
+            del self._deadlines[i]
+        return request
+
+    def _collect(self, now_s: float) -> None:
         for rep in self.replicas.values():
             for request in rep.take_submitted():
                 self._owner[request.request_id] = rep
-                if self._queued.pop(request.request_id, None) is not None:
+                if self._dequeue(request.request_id) is not None:
                     self._dispatched.append((request, rep))
+                    self.drain.record(now_s)
 
     def _reject(self, reason: str, retry_after_s: float) -> AdmitDecision:
         self.rejected += 1

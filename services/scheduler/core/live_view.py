@@ -37,6 +37,8 @@ class LiveReplica:
     evicted: dict[str, Request] = field(default_factory=dict)
     pending: list[ReplicaAction] = field(default_factory=list)
     submitted: list[Request] = field(default_factory=list)
+    placed_s: dict[str, float] = field(default_factory=dict)
+    """When each in-flight or evicted request was placed here (its admission lease starts)."""
 
     @property
     def name(self) -> str:
@@ -84,7 +86,22 @@ class LiveReplica:
 
     def submit(self, request: Request, now_s: float) -> None:
         self.in_flight[request.request_id] = request
+        self.placed_s[request.request_id] = now_s
         self.submitted.append(request)
+
+    def forget(self, request_id: str) -> Request | None:
+        """Drop a finished (or abandoned) request from this replica's books."""
+        self.placed_s.pop(request_id, None)
+        return self.in_flight.pop(request_id, None) or self.evicted.pop(request_id, None)
+
+    def unheld(self, held: set[str], now_s: float, lease_s: float) -> list[str]:
+        """Requests placed here more than `lease_s` ago that the replica does not hold: their
+        caller never started (or already ended) the stream, and no report will come."""
+        return [
+            rid
+            for rid in (*self.in_flight, *self.evicted)
+            if rid not in held and now_s - self.placed_s.get(rid, now_s) > lease_s
+        ]
 
     def take_submitted(self) -> list[Request]:
         """Requests placed here since the last call (the core turns them into dispatches)."""

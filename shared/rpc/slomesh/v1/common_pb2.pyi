@@ -65,7 +65,7 @@ class ReplicaRef(_message.Message):
     def __init__(self, application: _Optional[str] = ..., gpu: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ReplicaState(_message.Message):
-    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine")
+    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids")
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_MODEL_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class ReplicaState(_message.Message):
     KV_USED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     KV_TOTAL_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
     replica: ReplicaRef
     active_model: str
     waiting: int
@@ -82,4 +83,5 @@ class ReplicaState(_message.Message):
     kv_used_blocks: int
     kv_total_blocks: int
     engine: str
-    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ...) -> None: ...
+    request_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ...) -> None: ...
