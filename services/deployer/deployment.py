@@ -16,6 +16,8 @@ from services.deployer.core.finalize import finalize
 from services.deployer.core.model import ModelDemand, Node, PlanOptions
 from services.deployer.core.planners import plan
 from services.deployer.core.serve_config import AppOptions, ServeOptions, serve_config, to_yaml
+from shared.rpc.internal_http import internal_not_found
+from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import deployer_pb2
 from shared.telemetry import TracingConfig, setup_tracing
 
@@ -101,9 +103,14 @@ class DeployerDeployment:
         self.serve_options = default_serve_options()
         self.applied = deployer_pb2.PlanReply()
 
+    async def __call__(self, request: Any) -> Any:
+        """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
+        return internal_not_found("deployer")
+
     def Plan(
         self, request: deployer_pb2.PlanRequest, grpc_context: Any = None
     ) -> deployer_pb2.PlanReply:
+        require_mesh_credential(grpc_context, "deployer.Plan")
         try:
             return plan_reply(request, self.args, self.serve_options)
         except ValueError as err:
@@ -117,12 +124,16 @@ class DeployerDeployment:
     def Apply(
         self, request: deployer_pb2.PlanRequest, grpc_context: Any = None
     ) -> deployer_pb2.PlanReply:
+        require_mesh_credential(grpc_context, "deployer.Apply")
         reply = self.Plan(request, grpc_context)
         if reply.placements:
             self.applied = reply
         return reply
 
-    def Status(self, request: deployer_pb2.StatusRequest) -> deployer_pb2.PlanReply:
+    def Status(
+        self, request: deployer_pb2.StatusRequest, grpc_context: Any = None
+    ) -> deployer_pb2.PlanReply:
+        require_mesh_credential(grpc_context, "deployer.Status")
         return self.applied
 
 

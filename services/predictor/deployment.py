@@ -11,6 +11,8 @@ from ray.serve import Application
 
 from services.predictor.core.registry import create_predictor
 from shared.rpc.convert import request_from_meta
+from shared.rpc.internal_http import internal_not_found
+from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
@@ -53,12 +55,17 @@ class PredictorDeployment:
         self._lock = threading.Lock()  # the core is not thread-safe; sync methods may overlap
         self._tracer = tracer("predictor")
 
+    async def __call__(self, request: Any) -> Any:
+        """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
+        return internal_not_found("predictor")
+
     def Predict(
         self,
         request: predictor_pb2.PredictRequest,
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.LengthPrediction:
+        require_mesh_credential(grpc_context, "predictor.Predict")
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("predict", context=parent) as span:
             with self._lock:
@@ -74,8 +81,12 @@ class PredictorDeployment:
             )
 
     def Observe(
-        self, request: predictor_pb2.Observation, trace_headers: dict[str, str] | None = None
+        self,
+        request: predictor_pb2.Observation,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
     ) -> predictor_pb2.ObserveReply:
+        require_mesh_credential(grpc_context, "predictor.Observe")
         with self._lock:
             self.core.observe(request_from_meta(request.meta), max(1, request.output_tokens))
             return predictor_pb2.ObserveReply(observations=self.core.observations)

@@ -13,6 +13,8 @@ from services.profiler.core.store import ProfileStore
 from shared.domain import HardwareProfile
 from shared.profiles.io import load_profiles
 from shared.rpc.convert import request_from_meta
+from shared.rpc.internal_http import internal_not_found
+from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import profiler_pb2
 from shared.telemetry import TracingConfig, setup_tracing
 
@@ -62,9 +64,14 @@ class ProfilerDeployment:
         setup_tracing("profiler", self.args.tracing)
         self.store = build_store(self.args)
 
+    async def __call__(self, request: Any) -> Any:
+        """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
+        return internal_not_found("profiler")
+
     def GetProfile(
         self, request: profiler_pb2.GetProfileRequest, grpc_context: Any = None
     ) -> profiler_pb2.Profile:
+        require_mesh_credential(grpc_context, "profiler.GetProfile")
         try:
             prof = self.store.get(request.gpu, request.model, request.tensor_parallel or None)
         except ValueError as err:
@@ -74,6 +81,7 @@ class ProfilerDeployment:
     def Estimate(
         self, request: profiler_pb2.EstimateRequest, grpc_context: Any = None
     ) -> profiler_pb2.EstimateReply:
+        require_mesh_credential(grpc_context, "profiler.Estimate")
         try:
             est = self.store.estimate(
                 request_from_meta(request.meta), request.prediction, request.gpu

@@ -17,11 +17,14 @@ from ray import serve
 from ray.serve import Application
 
 from services.replica.engine import Engine, EngineRequest
+from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
 from services.replica.sim_engine import AsyncSimEngine
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
 from shared.rpc.convert import request_from_meta
+from shared.rpc.internal_http import internal_not_found
+from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
@@ -70,6 +73,8 @@ class ReplicaArgs(BaseModel):
     """vLLM engine settings (services.replica.vllm.config.VLLMEngineConfig fields)."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    limits: ReplicaLimits = ReplicaLimits()
+    """Request limits enforced here as at the ingress (services/replica/limits.py)."""
     max_ongoing_requests: int = Field(1024, ge=1)
     """Serve's admission limit for this replica (never Serve's default of 5)."""
 
@@ -128,14 +133,28 @@ class ReplicaDeployment:
         self._held: set[str] = set()
         """Requests with an open Generate stream here (reported by Status for reconciliation)."""
 
+    async def __call__(self, request: Any) -> Any:
+        """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
+        return internal_not_found(self.args.application)
+
     async def Generate(
         self,
         request: replica_pb2.ReplicaGenerateRequest,
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        require_mesh_credential(grpc_context, "replica.Generate")
         meta = request.meta
         parent = incoming_context(grpc_context, trace_headers)
+        try:
+            check_limits(self.args.limits, meta.max_tokens, meta.priority, request.prompt)
+        except LimitExceeded as err:
+            if grpc_context is not None:
+                import grpc
+
+                grpc_context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+                grpc_context.set_details(str(err))
+            raise ValueError(str(err)) from None
         req = request_from_meta(meta, request.simulated_output_tokens or None)
         self._held.add(meta.request_id)
         try:
@@ -182,6 +201,7 @@ class ReplicaDeployment:
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> replica_pb2.RequestIds:
+        require_mesh_credential(grpc_context, "replica.Evict")
         done = await self.engine.evict(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
@@ -191,6 +211,7 @@ class ReplicaDeployment:
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> replica_pb2.RequestIds:
+        require_mesh_credential(grpc_context, "replica.Resume")
         done = await self.engine.resume(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
@@ -200,6 +221,7 @@ class ReplicaDeployment:
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.ReplicaState:
+        require_mesh_credential(grpc_context, "replica.Status")
         st = self.engine.status()
         return common_pb2.ReplicaState(
             replica=common_pb2.ReplicaRef(

@@ -23,6 +23,8 @@ from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
 from shared.rpc.client import CallFailed, MeshClient, Transport
 from shared.rpc.convert import request_from_meta
+from shared.rpc.internal_http import internal_not_found
+from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
@@ -178,12 +180,17 @@ class SchedulerDeployment:
             tag_keys=("counter",),
         )
 
+    async def __call__(self, request: Any) -> Any:
+        """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
+        return internal_not_found("scheduler")
+
     async def Admit(
         self,
         request: scheduler_pb2.AdmitRequest,
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.AdmitReply:
+        require_mesh_credential(grpc_context, "scheduler.Admit")
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
             req = with_length_hint(request_from_meta(request.meta), request.prediction)
@@ -222,8 +229,12 @@ class SchedulerDeployment:
             )
 
     async def Report(
-        self, request: scheduler_pb2.CompletionReport, trace_headers: dict[str, str] | None = None
+        self,
+        request: scheduler_pb2.CompletionReport,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.ReportReply:
+        require_mesh_credential(grpc_context, "scheduler.Report")
         owner = self.core.report(request.meta.request_id, request.output_tokens, time.time())
         self._dispatch()
         if owner is not None:
@@ -340,7 +351,10 @@ class SchedulerDeployment:
             },
         }
 
-    def UpdateReplica(self, request: common_pb2.ReplicaState) -> scheduler_pb2.ReportReply:
+    def UpdateReplica(
+        self, request: common_pb2.ReplicaState, grpc_context: Any = None
+    ) -> scheduler_pb2.ReportReply:
+        require_mesh_credential(grpc_context, "scheduler.UpdateReplica")
         self.states[request.replica.application] = request
         return scheduler_pb2.ReportReply()
 

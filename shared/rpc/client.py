@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import grpc
 
+from shared.rpc.mesh_auth import credential_metadata
 from shared.rpc.slomesh.v1 import (
     deployer_pb2_grpc,
     predictor_pb2_grpc,
@@ -77,7 +78,7 @@ class MeshClient:
             if self.transport == "grpc":
                 return await getattr(self._stub(kind), method)(
                     message,
-                    metadata=grpc_metadata([("application", application)]),
+                    metadata=grpc_metadata([("application", application), *credential_metadata()]),
                     timeout=timeout,
                 )
             handle = self._handle(application)
@@ -107,7 +108,12 @@ class MeshClient:
         try:
             if self.transport == "grpc":
                 call = getattr(self._stub(kind), method)(
-                    message, metadata=[("application", application), *headers.items()]
+                    message,
+                    metadata=[
+                        ("application", application),
+                        *credential_metadata(),
+                        *headers.items(),
+                    ],
                 )
                 try:
                     async for item in call:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pydantic import ValidationError
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # the embedded Ray of `slomesh up` authenticates its own RPCs with Ray's token (Ray reads
+    # the mode before any of its processes start; RAY_AUTH_MODE=disabled turns it off)
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -11,6 +11,7 @@ import copy
 import importlib
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -18,15 +19,27 @@ from typing import Any
 
 import yaml
 
+from shared.rpc.mesh_auth import MESH_TOKEN_ENV, credential_metadata, new_mesh_token
+
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
 
+
+def _deploy_dir() -> Path:
+    """deploy/ray of the checkout this package runs from (an editable install), so the
+    installed command finds its configs from any directory; else ./deploy/ray."""
+    here = Path(__file__).resolve().parents[2] / "deploy" / "ray"
+    return here if here.is_dir() else Path("deploy/ray")
+
+
+DEPLOY_DIR = _deploy_dir()
+
 CONFIGS = {
-    "vllm": Path("deploy/ray/local.yaml"),
-    "simulated": Path("deploy/ray/local-simulated.yaml"),
+    "vllm": DEPLOY_DIR / "local.yaml",
+    "simulated": DEPLOY_DIR / "local-simulated.yaml",
 }
 
-DEFAULT_PROFILES = {"vllm": Path("deploy/ray/profiles/cpu-tiny-llama.json")}
+DEFAULT_PROFILES = {"vllm": DEPLOY_DIR / "profiles" / "cpu-tiny-llama.json"}
 """Measured profiles published with the default configs (`slomesh profile --engine vllm` of the
 tiny CPU model on a 2-core machine); `slomesh up --profile` replaces them."""
 
@@ -108,6 +121,60 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
     return out
 
 
+class PortTaken(RuntimeError):
+    """A port the mesh must own is already bound by another process."""
+
+
+def check_ports_free(config: dict[str, Any]) -> None:
+    """Refuse to start when the HTTP or gRPC port is taken, naming it. Serve's proxies bind
+    with SO_REUSEPORT, so a second mesh would otherwise share them silently and the kernel
+    would spread requests over both; this bind (without SO_REUSEPORT) fails when any other
+    socket holds the port."""
+    http = config.get("http_options", {})
+    grpc = config.get("grpc_options", {})
+    checks = [
+        ("http_options.port", http.get("host", "127.0.0.1"), int(http.get("port", 8000))),
+        ("grpc_options.port", "::", int(grpc.get("port", 9000))),
+    ]
+    for field, host, port in checks:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError as err:
+                raise PortTaken(
+                    f"{field}: port {port} on {host} is taken ({err.strerror}); stop the other "
+                    "mesh or Serve instance, or pick another port in the config"
+                ) from None
+
+
+def mesh_token_file() -> Path:
+    """Where `slomesh up` leaves the mesh credential for local operator commands (mode 0600)."""
+    return Path.home() / ".cache" / "slomesh" / "mesh-token"
+
+
+def ensure_mesh_token() -> str:
+    """The mesh credential for this start: SLOMESH_MESH_TOKEN if set, else a fresh one. It is
+    put in the environment the Ray processes inherit and in mesh_token_file() for `status`."""
+    token = os.environ.get(MESH_TOKEN_ENV) or new_mesh_token()
+    os.environ[MESH_TOKEN_ENV] = token
+    path = mesh_token_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return token
+
+
+def load_mesh_token() -> None:
+    """For operator commands (`slomesh status`): take the credential `slomesh up` left."""
+    if os.environ.get(MESH_TOKEN_ENV):
+        return
+    path = mesh_token_file()
+    if path.exists():
+        os.environ[MESH_TOKEN_ENV] = path.read_text().strip()
+
+
 def _builder(import_path: str) -> Any:
     module, _, attr = import_path.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -120,6 +187,9 @@ def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
     from ray.serve.api import RunTarget
 
     t0 = time.monotonic()
+    check_ports_free(config)
+    ensure_mesh_token()
+    os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"  # our proxies never share a port
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
     # shares the real cores among them
     cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)
@@ -198,6 +268,7 @@ def replica_status(config: dict[str, Any]) -> list[dict[str, Any]]:
     from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
 
     _, target = endpoints(config)
+    load_mesh_token()
     out = []
     with grpc.insecure_channel(target) as channel:
         stub = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
@@ -207,7 +278,9 @@ def replica_status(config: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             try:
                 st = stub.Status(
-                    replica_pb2.StatusQuery(), metadata=[("application", name)], timeout=5
+                    replica_pb2.StatusQuery(),
+                    metadata=[("application", name), *credential_metadata()],
+                    timeout=5,
                 )
                 out.append(
                     {

@@ -79,6 +79,10 @@ def run_up(args: argparse.Namespace) -> int:
 
         build_tiny_model(default_tiny_model_dir())
     try:
+        mesh.check_ports_free(config)
+    except mesh.PortTaken as err:
+        raise UsageError(str(err)) from None
+    try:
         took = mesh.start(config, args.num_cpus)
         http, grpc = mesh.endpoints(config)
         print(f"slomesh is up in {took:.1f} s: OpenAI API {http}, gRPC {grpc}")

@@ -1,0 +1,71 @@
+"""`slomesh up` owns its ports: it refuses to start beside another mesh instead of sharing."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from shared.rpc.mesh_auth import MESH_TOKEN_ENV
+from slomesh.cli import mesh
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(http_port: int, grpc_port: int) -> dict[str, object]:
+    return {
+        "http_options": {"host": "127.0.0.1", "port": http_port},
+        "grpc_options": {"port": grpc_port},
+        "applications": [{"name": "x"}],
+    }
+
+
+def test_free_ports_pass() -> None:
+    mesh.check_ports_free(_config(_free_port(), _free_port()))
+
+
+@pytest.mark.parametrize("which", ["http", "grpc"])
+def test_a_taken_port_is_refused_naming_it(which: str) -> None:
+    http_port, grpc_port = _free_port(), _free_port()
+    family, host = (socket.AF_INET, "127.0.0.1") if which == "http" else (socket.AF_INET6, "::")
+    holder = socket.socket(family, socket.SOCK_STREAM)
+    # the way Serve's proxies bind: SO_REUSEPORT lets a second proxy share the port silently
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind((host, http_port if which == "http" else grpc_port))
+    holder.listen()
+    try:
+        port = http_port if which == "http" else grpc_port
+        with pytest.raises(mesh.PortTaken, match=f"{which}_options.port: port {port}"):
+            mesh.check_ports_free(_config(http_port, grpc_port))
+    finally:
+        holder.close()
+
+
+def test_mesh_token_is_generated_kept_private_and_reloaded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv(MESH_TOKEN_ENV, raising=False)
+    token = mesh.ensure_mesh_token()
+    path = mesh.mesh_token_file()
+    assert path.read_text() == token and os.environ[MESH_TOKEN_ENV] == token
+    assert path.stat().st_mode & 0o777 == 0o600
+    monkeypatch.delenv(MESH_TOKEN_ENV)
+    mesh.load_mesh_token()  # what `slomesh status` does in another process
+    assert os.environ[MESH_TOKEN_ENV] == token
+    monkeypatch.setenv(MESH_TOKEN_ENV, "given")
+    assert mesh.ensure_mesh_token() == "given"  # a configured secret wins
+
+
+def test_packaged_configs_are_found_from_any_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for path in [*mesh.CONFIGS.values(), *mesh.DEFAULT_PROFILES.values()]:
+        assert path.is_absolute() and path.exists()
