@@ -142,6 +142,7 @@ async def _http_ttft(client: Any, url: str, model: str) -> float:
 async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
     import grpc
 
+    from shared.rpc.mesh_auth import credential_metadata
     from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
 
     out = []
@@ -159,7 +160,7 @@ async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
             t = time.perf_counter()
             call = stub.Generate(
                 replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=_PROMPT),
-                metadata=[("application", "replica-0")],
+                metadata=[("application", "replica-0"), *credential_metadata()],
             )
             first = None
             async for _ in call:

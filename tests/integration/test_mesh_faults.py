@@ -9,6 +9,7 @@ import grpc
 import httpx
 import ray
 
+from shared.rpc.mesh_auth import credential_metadata
 from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
 
 MODEL = "llama-3.1-8b"
@@ -19,7 +20,11 @@ def _running(target: str) -> int:
         stub = replica_pb2_grpc.ReplicaStub(ch)
         total = 0
         for app in ("replica-0", "replica-1"):
-            st = stub.Status(replica_pb2.StatusQuery(), metadata=[("application", app)], timeout=10)
+            st = stub.Status(
+                replica_pb2.StatusQuery(),
+                metadata=[("application", app), *credential_metadata()],
+                timeout=10,
+            )
             total += st.running + st.waiting
         return total
 
