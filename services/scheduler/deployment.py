@@ -332,6 +332,21 @@ class SchedulerDeployment:
             self._policy_gauge.set(float(getattr(stats, name, 0)), tags={"counter": name})
         self._policy_gauge.set(float(self.core.queued), tags={"counter": "queued"})
 
+    async def Health(
+        self,
+        request: scheduler_pb2.HealthQuery,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> scheduler_pb2.HealthReply:
+        require_mesh_credential(grpc_context, "scheduler.Health")
+        ok, reason = self.core.health()
+        return scheduler_pb2.HealthReply(
+            can_admit=ok,
+            reason=reason,
+            queued=self.core.queued,
+            in_flight=sum(len(r.in_flight) for r in self.core.replicas.values()),
+        )
+
     def snapshot(self) -> dict[str, Any]:
         """Admission state for health checks and operators: queued, waiting callers, and per
         replica the requests in flight / evicted and the age of the oldest (s)."""

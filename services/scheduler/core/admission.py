@@ -115,6 +115,14 @@ class AdmissionCore:
             return AdmitDecision(True, None, policy=self.policy_label, queued=True)
         return AdmitDecision(True, chosen, policy=self.policy_label)
 
+    def health(self) -> tuple[bool, str]:
+        """Whether a new request could be admitted now, and why not."""
+        if len(self._queued) >= self.max_queued:
+            return False, f"global queue full ({len(self._queued)} requests)"
+        if all(len(r.in_flight) >= self.max_in_flight for r in self.replicas.values()):
+            return False, f"every replica has {self.max_in_flight} requests in flight"
+        return True, ""
+
     def report(
         self, request_id: str, output_tokens: int = 0, now_s: float = 0.0
     ) -> LiveReplica | None:

@@ -125,3 +125,15 @@ def test_drain_rate_over_its_window(times: list[float], now: float, rate: float 
 def test_drain_rate_rejects_a_bad_window() -> None:
     with pytest.raises(ValueError, match="window_s must be > 0"):
         DrainRate(window_s=0)
+
+
+def test_health_says_why_the_scheduler_cannot_admit() -> None:
+    rep = LiveReplica("replica-0", "cpu", "m", None)
+    core = AdmissionCore([rep], create_global_policy("round-robin"), "round-robin", 2)
+    assert core.health() == (True, "")
+    core.admit(req("a"), 0.0)
+    core.admit(req("b"), 0.0)
+    ok, reason = core.health()
+    assert not ok and "every replica has 2 requests in flight" in reason
+    core.report("a", 3, 1.0)
+    assert core.health() == (True, "")

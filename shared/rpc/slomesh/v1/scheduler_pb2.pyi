@@ -47,3 +47,19 @@ class CompletionReport(_message.Message):
 class ReportReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class HealthQuery(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HealthReply(_message.Message):
+    __slots__ = ("can_admit", "reason", "queued", "in_flight")
+    CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    can_admit: bool
+    reason: str
+    queued: int
+    in_flight: int
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ...) -> None: ...

@@ -50,6 +50,11 @@ class SchedulerStub:
                 request_serializer=slomesh_dot_v1_dot_common__pb2.ReplicaState.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.ReportReply.FromString,
                 _registered_method=True)
+        self.Health = channel.unary_unary(
+                '/slomesh.v1.Scheduler/Health',
+                request_serializer=slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.HealthReply.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -76,6 +81,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Health(self, request, context):
+        """Whether the scheduler can admit work now (the ingress's /health asks it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -93,6 +105,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.UpdateReplica,
                     request_deserializer=slomesh_dot_v1_dot_common__pb2.ReplicaState.FromString,
                     response_serializer=slomesh_dot_v1_dot_scheduler__pb2.ReportReply.SerializeToString,
+            ),
+            'Health': grpc.unary_unary_rpc_method_handler(
+                    servicer.Health,
+                    request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.FromString,
+                    response_serializer=slomesh_dot_v1_dot_scheduler__pb2.HealthReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -176,6 +193,33 @@ class Scheduler:
             '/slomesh.v1.Scheduler/UpdateReplica',
             slomesh_dot_v1_dot_common__pb2.ReplicaState.SerializeToString,
             slomesh_dot_v1_dot_scheduler__pb2.ReportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Health(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Scheduler/Health',
+            slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.SerializeToString,
+            slomesh_dot_v1_dot_scheduler__pb2.HealthReply.FromString,
             options,
             channel_credentials,
             insecure,
