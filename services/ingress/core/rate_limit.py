@@ -1,0 +1,44 @@
+"""Per-key token-rate limits: a token bucket per tenant (pure; the caller passes the time).
+
+A key with `tokens_per_minute = R` may spend up to R tokens in any minute, in bursts of up to R:
+the bucket holds at most R and refills at R/60 tokens a second. A request is charged its prompt
+tokens plus its max_tokens when admitted (the most it can cost; unused output is not refunded,
+so a limit is never overrun). A request whose charge exceeds what the bucket holds is refused
+with the seconds until it would fit (Retry-After); a charge larger than R can never fit and is
+refused with the rule. Limits are per ingress replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated_s: float
+
+
+@dataclass(slots=True)
+class TokenRateLimiter:
+    _buckets: dict[str, _Bucket] = field(default_factory=dict)
+
+    def charge(self, tenant: str, tokens: int, per_minute: int, now_s: float) -> float:
+        """Spend `tokens` of `tenant`'s bucket; 0.0 when allowed, else the seconds to wait.
+
+        Raises ValueError when `tokens` exceeds the whole per-minute allowance."""
+        if tokens > per_minute:
+            raise ValueError(
+                f"request needs {tokens} tokens (prompt + max_tokens) but the key allows "
+                f"{per_minute} tokens per minute"
+            )
+        rate = per_minute / 60.0
+        b = self._buckets.get(tenant)
+        if b is None:
+            b = self._buckets[tenant] = _Bucket(float(per_minute), now_s)
+        b.tokens = min(float(per_minute), b.tokens + (now_s - b.updated_s) * rate)
+        b.updated_s = now_s
+        if b.tokens >= tokens:
+            b.tokens -= tokens
+            return 0.0
+        return (tokens - b.tokens) / rate
