@@ -1,6 +1,7 @@
 """The simulated engine behind the `Engine` interface, on any Clock.
 
-A background task steps the pure `SimEngineCore`: schedule, sleep the step's profiled duration on
+A background task steps the pure `SimEngineCore` (with the planner its EngineConfig asks for,
+services/replica/core/planner_factory.py): schedule, sleep the step's profiled duration on
 the injected clock (wall time in the live mesh; instant under a VirtualClock in tests), update,
 then fan new tokens out to each request's stream. Requests added mid-step join the next step.
 """
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind
+from services.replica.core.planner_factory import make_planner
 from services.replica.engine import EngineRequest, FinishReason, TokenChunk
 from shared.domain import Clock, HardwareProfile
 from shared.domain.engine import EngineConfig, EngineStatus
@@ -30,7 +32,8 @@ class AsyncSimEngine:
         clock: Clock,
         active_model: str | None = None,
     ) -> None:
-        self.core = SimEngineCore(name, profiles, config, active_model)
+        planner = make_planner(config, profiles)
+        self.core = SimEngineCore(name, profiles, config, planner, active_model)
         self.clock = clock
         self._streams: dict[str, asyncio.Queue[TokenChunk]] = {}
         self._wake = asyncio.Event()
@@ -56,7 +59,7 @@ class AsyncSimEngine:
                 self.core.abort(rid)
 
     async def abort(self, request_id: str) -> None:
-        seq = self.core.seqs.get(request_id)
+        seq = self.core.sequence(request_id)
         produced = seq.num_output_tokens if seq is not None else 0
         if self.core.abort(request_id):
             self._send(request_id, [], produced, finished=True, reason="abort")

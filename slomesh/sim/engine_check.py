@@ -1,6 +1,6 @@
 """Does the simulated engine reproduce its own hardware profile? (the 5% check of issue 2)
 
-Two measurements on a lone SimEngineCore driven on virtual time:
+Two measurements on a lone SimEngineCore driven on virtual time (slomesh/sim/lone_engine.py):
 - batch-1 decode: one request of `context` prompt tokens generating `tokens` tokens; the measured
   mean inter-token time vs the profile's mean of tau_decode(context + k, 1) over the same tokens;
 - saturated throughput: `batch` identical requests arriving together; tokens/s over the steps in
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.replica.core.engine_core import SimEngineCore
-from services.replica.core.outputs import StepKind, StepPlan
+from services.replica.core.outputs import StepPlan
 from services.replica.core.sequence import Sequence
 from shared.domain import SLO, HardwareProfile, Request
 from shared.domain.engine import EngineConfig
+from slomesh.sim.lone_engine import LoneEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,25 +43,17 @@ def _run(
     profile: HardwareProfile, n: int, context: int, tokens: int
 ) -> tuple[list[Sequence], list[tuple[StepPlan, int]]]:
     """Run n identical requests to completion; return them and each step with its context sum."""
-    core = SimEngineCore(
-        "fidelity", {profile.model: profile}, EngineConfig(max_num_seqs=n), profile.model
-    )
-    seqs = []
-    for i in range(n):
-        req = Request(
-            f"f{i}", profile.model, context, tokens, 0.0, SLO(1e9), true_output_tokens=tokens
-        )
-        seqs.append(core.add_request(req, 0.0))
+    engine = LoneEngine("fidelity", profile, EngineConfig(max_num_seqs=n))
+    requests = [
+        Request(f"f{i}", profile.model, context, tokens, 0.0, SLO(1e9), true_output_tokens=tokens)
+        for i in range(n)
+    ]
     steps: list[tuple[StepPlan, int]] = []
-    t = 0.0
-    while core.has_work:
-        plan = core.schedule(t)
-        if plan.kind is StepKind.IDLE:
-            raise RuntimeError("fidelity run stalled")
-        ctx = sum(ch.seq.num_computed_tokens + 1 for ch in plan.chunks)
-        steps.append((plan, ctx))
-        core.update(plan)
-        t = plan.end_s
+
+    def observe(plan: StepPlan) -> None:
+        steps.append((plan, sum(ch.seq.num_computed_tokens + 1 for ch in plan.chunks)))
+
+    seqs = engine.run(requests, observe)
     return seqs, steps
 
 

@@ -8,15 +8,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from services.replica.core.outputs import StepKind, StepPlan
+from services.replica.core.sequence import Sequence
+from services.scheduler.core.global_policy import GlobalPolicy
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
 
 if TYPE_CHECKING:
     from slomesh.sim.instance import SimInstance
-    from slomesh.sim.simulator import Simulator
+
+
+class EventLoop(Protocol):
+    """What the events need from the loop that runs them (the Simulator, slomesh/sim/simulator.py,
+    which imports this module: the events see it only through this interface)."""
+
+    global_policy: GlobalPolicy
+    instances: list[SimInstance]
+
+    def next_arrival(self) -> list[Event]: ...
+
+    def reject(self, request: Request, reason: str, now_s: float) -> None: ...
+
+    def record_finish(self, seq: Sequence, instance: str) -> None: ...
 
 
 class EventOrder(IntEnum):
@@ -31,7 +46,7 @@ class Arrival:
     request: Request
     order = EventOrder.ARRIVAL
 
-    def handle(self, sim: Simulator) -> list[Event]:
+    def handle(self, sim: EventLoop) -> list[Event]:
         sim.global_policy.on_arrival(self.request, sim.instances, sim, self.time_s)
         return sim.next_arrival()
 
@@ -42,7 +57,7 @@ class Schedule:
     instance: SimInstance
     order = EventOrder.SCHEDULE
 
-    def handle(self, sim: Simulator) -> list[Event]:
+    def handle(self, sim: EventLoop) -> list[Event]:
         inst = self.instance
         inst.schedule_pending = False
         if inst.in_flight is not None:
@@ -64,7 +79,7 @@ class StepEnd:
     plan: StepPlan
     order = EventOrder.STEP_END
 
-    def handle(self, sim: Simulator) -> list[Event]:
+    def handle(self, sim: EventLoop) -> list[Event]:
         inst = self.instance
         result = inst.core.update(self.plan)
         inst.in_flight = None

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepPlan
+from services.replica.core.planner_factory import make_planner
 from services.replica.core.sequence import SeqStatus
 from services.scheduler.core.cluster_view import WorkItem
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig, EngineStatus, RequestTooLarge, SliceEntry
 
-if TYPE_CHECKING:
-    from slomesh.sim.simulator import Simulator
+
+class InstanceHost(Protocol):
+    """What an instance calls back into (the Simulator, slomesh/sim/simulator.py, which imports
+    this module: instances see it only through this interface)."""
+
+    def kick(self, inst: SimInstance, now_s: float) -> None: ...
+
+    def reject(self, request: Request, reason: str, now_s: float) -> None: ...
+
+    def record_placement(self, request_id: str, instance: str) -> None: ...
 
 
 class SimInstance:
@@ -25,11 +34,13 @@ class SimInstance:
         profiles: dict[str, HardwareProfile],
         config: EngineConfig,
         active_model: str,
-        sim: Simulator,
+        sim: InstanceHost,
     ) -> None:
         self._name = name
         self._gpu = gpu
-        self.core = SimEngineCore(name, profiles, config, active_model)
+        self.core = SimEngineCore(
+            name, profiles, config, make_planner(config, profiles), active_model
+        )
         self.sim = sim
         self.in_flight: StepPlan | None = None
         self.schedule_pending = False
@@ -60,7 +71,7 @@ class SimInstance:
                 context_tokens=s.num_tokens,
                 remaining_output_tokens=s.remaining_output_tokens,
             )
-            for s in self.core.seqs.values()
+            for s in self.core.sequences()
         ]
 
     @property

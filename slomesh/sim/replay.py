@@ -1,9 +1,10 @@
 """Replay a trace on a lone simulated engine, on virtual time; per-request TTFT, TPOT and E2E.
 
 The engine is one SimEngineCore with the given profile and an EngineConfig that mirrors the real
-engine's (max_num_seqs, max_num_batched_tokens, block size; KV capacity comes from the profile).
-Like vLLM's engine loop, requests that arrive while a step runs join at the step's end; an idle
-engine jumps to the next arrival. Output lengths are forced (true_output_tokens).
+engine's (max_num_seqs, max_num_batched_tokens, block size; KV capacity comes from the profile),
+driven by slomesh/sim/lone_engine.py. Like vLLM's engine loop, requests that arrive while a step
+runs join at the step's end; an idle engine jumps to the next arrival. Output lengths are forced
+(true_output_tokens).
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.replica.core.engine_core import SimEngineCore
-from services.replica.core.outputs import StepKind
 from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig
+from slomesh.sim.lone_engine import LoneEngine
 from slomesh.sim.trace import TraceRequest, to_requests
 
 
@@ -53,23 +53,8 @@ def replay_sim(
     trace: Sequence[TraceRequest], profile: HardwareProfile, config: EngineConfig
 ) -> list[RequestTiming]:
     """Run `trace` to completion on a SimEngineCore; timings in trace order."""
-    core = SimEngineCore("replay", {profile.model: profile}, config, profile.model)
-    requests = sorted(to_requests(trace, profile.model), key=lambda r: r.arrival_s)
-    seqs = []
-    t = 0.0
-    i = 0
-    while i < len(requests) or core.has_work:
-        while i < len(requests) and requests[i].arrival_s <= t:
-            seqs.append(core.add_request(requests[i], requests[i].arrival_s))
-            i += 1
-        plan = core.schedule(t)
-        if plan.kind is StepKind.IDLE:
-            if i >= len(requests):
-                raise RuntimeError(f"sim replay stalled at t={t:.3f}s with work queued")
-            t = max(t, requests[i].arrival_s)
-            continue
-        core.update(plan)
-        t = plan.end_s
+    engine = LoneEngine("replay", profile, config)
+    seqs = engine.run(to_requests(trace, profile.model))
     by_id = {}
     for s in seqs:
         r = s.request

@@ -103,7 +103,7 @@ class Simulator:
             now, _, _, ev = heapq.heappop(self._heap)
             for new in ev.handle(self):
                 self._push(new)
-        stuck = [i.name for i in self.instances if i.core.has_work or i.core.evicted]
+        stuck = [i.name for i in self.instances if i.core.has_work or i.core.status().evicted]
         if stuck or len(self._records) != len(self.requests):
             raise SimulationStuck(
                 f"simulation ended at t={now:.3f}s with work left on {stuck or 'no instance'}; "

@@ -1,8 +1,9 @@
 """The simulated engine (SimEngineCore) behind the sweep's `SweepEngine` interface.
 
-Runs on virtual time: a step takes exactly the duration its HardwareProfile gives (see
-slomesh/sim/engine_check.py). Used to profile the simulated engine (the fit must give back the
-profile it runs) and to compute the ideal throughput of the ε run (inefficiency.py).
+Runs on virtual time (a LoneEngine, slomesh/sim/lone_engine.py): a step takes exactly the
+duration its HardwareProfile gives (see slomesh/sim/engine_check.py). Used to profile the
+simulated engine (the fit must give back the profile it runs) and to compute the ideal throughput
+of the ε run (inefficiency.py).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from services.profiler.core.runner import StepObservation
 from services.profiler.core.sweep import EngineLimits
 from services.replica.core.engine_core import SimEngineCore
-from services.replica.core.outputs import StepKind
 from shared.domain import SLO, HardwareProfile, Request
 from shared.domain.engine import EngineConfig
+from slomesh.sim.lone_engine import LoneEngine
 
 _NO_DEADLINE = SLO(ttft_deadline_s=1e12)
 
@@ -23,8 +24,12 @@ class SimSweepEngine:
     def __init__(self, profile: HardwareProfile, config: EngineConfig) -> None:
         self.profile = profile
         self.config = config
-        self.core = SimEngineCore("profiler-sim", {profile.model: profile}, config, profile.model)
-        self._now_s = 0.0
+        self._engine = LoneEngine("profiler-sim", profile, config)
+
+    @property
+    def core(self) -> SimEngineCore:
+        """The engine core being swept (its counters: preemptions, busy time)."""
+        return self._engine.core
 
     @property
     def limits(self) -> EngineLimits:
@@ -39,7 +44,7 @@ class SimSweepEngine:
         )
 
     def now_s(self) -> float:
-        return self._now_s
+        return self._engine.now_s
 
     def add(self, request_id: str, input_tokens: int, max_tokens: int) -> None:
         req = Request(
@@ -47,18 +52,14 @@ class SimSweepEngine:
             self.profile.model,
             input_tokens,
             max_tokens,
-            self._now_s,
+            self._engine.now_s,
             _NO_DEADLINE,
             true_output_tokens=max_tokens,
         )
-        self.core.add_request(req, self._now_s)
+        self._engine.add(req)
 
     def step(self) -> StepObservation:
-        plan = self.core.schedule(self._now_s)
-        if plan.kind is StepKind.IDLE:
-            raise RuntimeError("simulated engine idle with unfinished requests")
-        result = self.core.update(plan)
-        self._now_s = plan.end_s
+        result = self._engine.step()
         return StepObservation(emitted=len(result.emitted), finished=len(result.finished))
 
     def has_work(self) -> bool:

@@ -1,4 +1,9 @@
-"""Typed scheduler outputs (after vLLM v1's SchedulerOutput): what a step runs and what it made."""
+"""Typed planner outputs (after vLLM v1's SchedulerOutput): what a step runs and what it made.
+
+They are data only. A planner fills a StepPlan with the chunks it scheduled and the shape of the
+forward pass (`work`); the engine core prices that shape on its hardware profile (`duration_s`).
+Applying the finished step yields a StepResult.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,44 @@ class ScheduledChunk:
     num_tokens: int
 
 
+@dataclass(frozen=True, slots=True)
+class MixedStep:
+    """A continuous-batching forward pass: chunked prefills and decodes together.
+
+    The arguments of HardwareProfile.step_time_s: prefill tokens, prefilling sequences, the
+    longest prefill context, decoding sequences and the sum of their contexts.
+    """
+
+    prefill_tokens: int
+    prefill_seqs: int
+    prefill_max_ctx: int
+    decode_seqs: int
+    decode_ctx: int
+
+
+@dataclass(frozen=True, slots=True)
+class PaddedPrefill:
+    """A static batch's prefill: `num_seqs` prompts padded to `padded_len` tokens."""
+
+    num_seqs: int
+    padded_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class PaddedDecode:
+    """One decode iteration of a static batch: every slot at the padded `context`."""
+
+    context: int
+    num_seqs: int
+
+
+StepWork = MixedStep | PaddedPrefill | PaddedDecode
+"""The shape of one forward pass, which the engine core times on its hardware profile."""
+
+
 @dataclass(slots=True)
 class StepPlan:
-    """What one engine step will do and how long it takes (from the hardware profile)."""
+    """What one engine step will do (the planner) and how long it takes (the engine core)."""
 
     kind: StepKind
     start_s: float
@@ -38,6 +78,8 @@ class StepPlan:
     static_batch_end: bool = False
     rejected: list[tuple[Sequence, str]] = field(default_factory=list)
     """Waiting requests the engine's admission guard turned away, with the reason."""
+    work: StepWork | None = None
+    """EXECUTE steps: the forward pass to time (None for LOAD_MODEL and IDLE)."""
 
     @property
     def end_s(self) -> float:

@@ -1,4 +1,4 @@
-"""SCORPIO's guards on the continuous-batching engine (ALGORITHMS.md §3).
+"""SCORPIO's guards on the continuous-batching engine (SCORPIO §3; see services/replica/README.md).
 
 The policies themselves are pure (services/replica/core/scorpio/); this planner only adapts them
 to the simulated engine, exactly as the vLLM `scheduler_cls` hook adapts them to vLLM:
@@ -16,7 +16,7 @@ prompt and output lengths measured from this engine's finished requests (an EWMA
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from services.replica.core.continuous import ContinuousPlanner
 from services.replica.core.outputs import StepPlan, StepResult
@@ -29,50 +29,55 @@ from services.replica.core.scorpio.tpot_model import (
 from services.replica.core.scorpio.ttft_guard import TTFTGuard, WaitingRequest
 from services.replica.core.scorpio.vbs import Candidate, VBSAdmission
 from services.replica.core.sequence import Sequence
+from shared.domain import HardwareProfile
+from shared.domain.engine import EngineConfig
 from shared.domain.scorpio import ScorpioConfig
-
-if TYPE_CHECKING:
-    from services.replica.core.engine_core import SimEngineCore
-
 
 _EWMA = 0.05  # weight of each finished request in the measured mean lengths
 
 
 class ScorpioPlanner(ContinuousPlanner):
-    def __init__(self, config: ScorpioConfig) -> None:
-        self.config = config
-        self.credits = CreditBatcher(config.credit_epsilon)
-        self.mean_input = float(config.prior_input_tokens)
-        self.mean_output = float(config.prior_output_tokens)
+    """The continuous planner with SCORPIO's guards; `config.scorpio` holds their knobs."""
 
-    def update(self, core: SimEngineCore, plan: StepPlan) -> StepResult:
-        result = super().update(core, plan)
+    def __init__(self, config: EngineConfig, profiles: Mapping[str, HardwareProfile]) -> None:
+        if config.scorpio is None:
+            raise ValueError("ScorpioPlanner needs an EngineConfig with `scorpio` set")
+        super().__init__(config, profiles)
+        self.scorpio: ScorpioConfig = config.scorpio
+        self.credits = CreditBatcher(self.scorpio.credit_epsilon)
+        self.mean_input = float(self.scorpio.prior_input_tokens)
+        self.mean_output = float(self.scorpio.prior_output_tokens)
+
+    def update(self, plan: StepPlan) -> StepResult:
+        result = super().update(plan)
         for seq in result.finished:
             self.mean_input += _EWMA * (seq.request.input_tokens - self.mean_input)
             self.mean_output += _EWMA * (seq.num_output_tokens - self.mean_output)
         return result
 
-    def tpot_model(self, core: SimEngineCore) -> TPOTModel:
-        decode = DecodeTPOTModel(core.profile.decode)
-        if not self.config.prefill_interference:
+    def tpot_model(self) -> TPOTModel:
+        profile = self.state.profile
+        decode = DecodeTPOTModel(profile.decode)
+        if not self.scorpio.prefill_interference:
             return decode
-        p = core.profile.prefill
+        p = profile.prefill
         prefill_s = p.time_s(1, self.mean_input) - p.p4  # the step's fixed cost is already paid
         return PrefillInterferenceTPOTModel(decode, prefill_s, self.mean_output)
 
     def stp_s(self, seq: Sequence) -> float:
-        return seq.request.slo.tpot_target_s or self.config.default_tpot_s
+        return seq.request.slo.tpot_target_s or self.scorpio.default_tpot_s
 
     # ---- TTFT guard
-    def guard(self, core: SimEngineCore, plan: StepPlan, now_s: float) -> None:
-        if not self.config.ttft_guard or core.tiers.active is None:
+    def guard(self, plan: StepPlan, now_s: float) -> None:
+        st = self.state
+        if not self.scorpio.ttft_guard or st.model is None:
             return
-        waiting = [s for s in core.waiting.sequences() if s.first_token_s is None]
+        waiting = [s for s in st.waiting.sequences() if s.first_token_s is None]
         if not waiting:
             return
-        profile = core.profile
-        budget = core.config.max_num_batched_tokens
-        decoding = [s for s in core.running if s.num_output_tokens > 0]
+        profile = st.profile
+        budget = self.config.max_num_batched_tokens
+        decoding = [s for s in st.running if s.num_output_tokens > 0]
         ctx = sum(s.num_tokens for s in decoding) / len(decoding) if decoding else 0.0
         step_decode_s = profile.decode_time_s(ctx, len(decoding)) if decoding else 0.0
 
@@ -91,28 +96,26 @@ class ScorpioPlanner(ContinuousPlanner):
             )
             for s in waiting
         ]
-        for rej in TTFTGuard(prefill_s, self.config.ttft_margin_s).check(items, now_s, now_s):
-            core.reject_waiting(by_id[rej.request_id], rej.reason, plan)
+        for rej in TTFTGuard(prefill_s, self.scorpio.ttft_margin_s).check(items, now_s, now_s):
+            st.reject_waiting(by_id[rej.request_id], rej.reason, plan)
 
     # ---- credit batching
-    def decode_set(
-        self, core: SimEngineCore, decoding: list[Sequence], now_s: float
-    ) -> list[Sequence]:
-        if not self.config.credit_batching:
+    def decode_set(self, decoding: list[Sequence], now_s: float) -> list[Sequence]:
+        if not self.scorpio.credit_batching:
             return decoding
         chosen = set(self.credits.select([(s.request_id, self.stp_s(s)) for s in decoding]))
         return [s for s in decoding if s.request_id in chosen]
 
     # ---- TPOT guard
-    def may_admit(self, core: SimEngineCore, seq: Sequence, now_s: float) -> bool:
-        if not self.config.vbs_admission:
+    def may_admit(self, seq: Sequence, now_s: float) -> bool:
+        if not self.scorpio.vbs_admission:
             return True
         vbs = VBSAdmission(
-            self.tpot_model(core),
-            self.config.tpot_safety_factor,
-            self.config.tpot_slo_margin,
+            self.tpot_model(),
+            self.scorpio.tpot_safety_factor,
+            self.scorpio.tpot_slo_margin,
         )
-        running = [Candidate(self.stp_s(s), s.num_tokens) for s in core.running]
+        running = [Candidate(self.stp_s(s), s.num_tokens) for s in self.state.running]
         if not running:
             return True  # an idle engine always takes its head (it would otherwise starve)
         return vbs.decide(running, Candidate(self.stp_s(seq), seq.num_tokens)).admit

@@ -1,5 +1,8 @@
 """Helpers for driving a SimEngineCore by hand on a small, hand-made hardware profile.
 
+Engines get the planner their EngineConfig asks for (planner_factory.make_planner); the requests,
+queues and KV live in that planner's state (`core.planner.state`).
+
 The profile's KV capacity is a chosen number of tokens (kv_capacity_bytes = N · KVB), so KV
 pressure, preemption and swapping are easy to force. `drive` runs a core to completion (feeding
 arrivals at their times), snapshots every step and checks the engine invariants after each one.
@@ -16,6 +19,7 @@ import pytest
 
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepKind, StepPlan
+from services.replica.core.planner_factory import make_planner
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.domain.engine import EngineConfig
@@ -81,7 +85,8 @@ def make_core(
     **config: Any,
 ) -> SimEngineCore:
     profs = profiles if profiles is not None else {"m": make_profile(capacity_tokens)}
-    return SimEngineCore("test", profs, EngineConfig(**config), active)
+    cfg = EngineConfig(**config)
+    return SimEngineCore("test", profs, cfg, make_planner(cfg, profs), active)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,25 +123,26 @@ class Trace:
 
 def check_invariants(core: SimEngineCore) -> None:
     """What must hold between any two steps of any engine core."""
-    pool, host = core.pool, core.host
+    state = core.planner.state
+    pool, host = state.pool, state.host
     assert 0 <= pool.used <= pool.num_blocks
-    assert pool.used == sum(s.gpu_blocks for s in core.running)
-    assert len(core.running) <= core.config.max_num_seqs
-    for s in core.running:
+    assert pool.used == sum(s.gpu_blocks for s in state.running)
+    assert len(state.running) <= core.config.max_num_seqs
+    for s in state.running:
         assert s.status is SeqStatus.RUNNING
-    for s in core.seqs.values():
+    for s in state.seqs.values():
         if s.status is not SeqStatus.RUNNING:
             assert s.gpu_blocks == 0, f"{s.request_id} holds blocks while {s.status}"
         assert 0 <= s.num_output_tokens <= s.target_output_tokens
         assert 0 <= s.num_computed_tokens <= s.num_tokens
     assert 0 <= host.used_bytes <= host.capacity_bytes
-    on_host = [s for s in core.seqs.values() if s.kv is KVLocation.CPU]
+    on_host = [s for s in state.seqs.values() if s.kv is KVLocation.CPU]
     assert host.used_bytes == sum(s.cpu_tokens * KVB for s in on_host)
     st = core.status()
-    live = list(core.seqs.values())
+    live = list(state.seqs.values())
     assert st.outstanding_output_tokens == sum(s.remaining_output_tokens for s in live)
-    assert st.running == len(core.running)
-    assert st.evicted == len(core.evicted)
+    assert st.running == len(state.running)
+    assert st.evicted == len(state.evicted)
     assert st.waiting + st.running + st.evicted == len(live)
     assert st.kv_used_blocks == pool.used
 

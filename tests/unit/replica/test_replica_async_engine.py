@@ -53,7 +53,7 @@ def test_replica_async_stream(h, true_tokens, max_tokens, reason):
     engine, clock, chunks = run(main())
     check_stream(chunks, "a", true_tokens, reason)
     assert clock.now() == chunks[-1].time_s
-    assert engine.status().running == 0 and engine.core.pool.used == 0
+    assert engine.status().running == 0 and engine.core.planner.state.pool.used == 0
 
 
 def test_replica_async_timing_matches_the_core(h):
@@ -100,10 +100,11 @@ def test_replica_async_closing_stream_early_aborts(h):
             seen = chunk.num_output_tokens
             if seen == 2:
                 break
-        assert engine.core.seqs["a"].gpu_blocks > 0  # still held until the stream is closed
+        kv = engine.core.planner.state
+        assert kv.seqs["a"].gpu_blocks > 0  # still held until the stream is closed
         await gen.aclose()
         core = engine.core
-        state = ("a" in core.seqs, core.pool.used, engine.status().running)
+        state = ("a" in kv.seqs, kv.pool.used, engine.status().running)
         # the engine keeps serving others
         other = await collect(engine, h.request("b", 10, 3))
         await engine.shutdown()
@@ -125,7 +126,7 @@ def test_replica_async_abort_sends_final_chunk(h):
         await engine.abort("a")  # a second abort is a no-op
         await engine.abort("unknown")
         rest = [c async for c in gen]
-        used = engine.core.pool.used
+        used = engine.core.planner.state.pool.used
         await engine.shutdown()
         return first, rest, used, engine
 
@@ -134,7 +135,7 @@ def test_replica_async_abort_sends_final_chunk(h):
     assert rest[-1].finished and rest[-1].finish_reason == "abort"
     assert rest[-1].token_ids == []
     assert all(not c.finished for c in rest[:-1])
-    assert used == 0 and "a" not in engine.core.seqs
+    assert used == 0 and "a" not in engine.core.planner.state.seqs
 
 
 def test_replica_async_abort_chunk_keeps_cumulative_count(h):
@@ -159,10 +160,10 @@ def test_replica_async_evict_and_resume(h):
         head = [await ga.__anext__()]
         assert await engine.evict(["a"]) == ["a"]
         assert await engine.evict(["a"]) == []
-        at_evict = engine.core.evicted["a"].num_output_tokens
+        at_evict = engine.core.planner.state.evicted["a"].num_output_tokens
         b = await collect(engine, h.request("b", 20, 5))  # served while a is out
         st = engine.status()
-        after_b = engine.core.evicted["a"].num_output_tokens
+        after_b = engine.core.planner.state.evicted["a"].num_output_tokens
         assert await engine.resume(["a"]) == ["a"]
         assert await engine.resume(["a"]) == []
         tail = [c async for c in ga]

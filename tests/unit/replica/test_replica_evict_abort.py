@@ -17,7 +17,7 @@ def start_two(h, **config):
     core = h.core(1024, block_size_tokens=16, **config)
     reqs = [h.request("a", 40, 20), h.request("b", 30, 25)]
     trace = h.drive(core, reqs, stop=after_steps(3))
-    assert {s.request_id for s in core.running} == {"a", "b"}
+    assert {s.request_id for s in core.planner.state.running} == {"a", "b"}
     return core, trace.end_s
 
 
@@ -25,25 +25,26 @@ def start_two(h, **config):
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
 def test_replica_evicted_request_waits_for_resume(h, preemption):
     core, t = start_two(h, preemption_mode=preemption, host_swap_bytes=10**9)
-    a = core.seqs["a"]
-    used, a_blocks, outputs = core.pool.used, a.gpu_blocks, a.num_output_tokens
+    state = core.planner.state
+    a = state.seqs["a"]
+    used, a_blocks, outputs = state.pool.used, a.gpu_blocks, a.num_output_tokens
     assert a_blocks > 0
 
     assert core.evict(["a"]) == ["a"]
     assert a.status is SeqStatus.EVICTED
-    assert core.pool.used == used - a_blocks and a.gpu_blocks == 0
+    assert state.pool.used == used - a_blocks and a.gpu_blocks == 0
     st = core.status()
     assert (st.running, st.waiting, st.evicted) == (1, 0, 1)
     if preemption == "swap":
-        assert a.kv is KVLocation.CPU and core.host.used_bytes == a.num_computed_tokens * h.KVB
+        assert a.kv is KVLocation.CPU and state.host.used_bytes == a.num_computed_tokens * h.KVB
     else:
-        assert a.kv is KVLocation.NONE and core.host.used_bytes == 0
+        assert a.kv is KVLocation.NONE and state.host.used_bytes == 0
 
     trace = h.drive(core, t=t)  # runs until idle: only b is served
     assert list(trace.finished) == ["b"]
     assert not trace.steps_with("a")
     assert a.num_output_tokens == outputs
-    assert core.evicted == {"a": a} and not core.has_work
+    assert state.evicted == {"a": a} and not core.has_work
 
     assert core.resume(["a"], trace.end_s) == ["a"]
     trace2 = h.drive(core, t=trace.end_s)
@@ -52,13 +53,13 @@ def test_replica_evicted_request_waits_for_resume(h, preemption):
     assert trace2.emitted["a"] == 20 - outputs
     swapped_in = sum(s.plan.swapped_in_tokens for s in trace2.steps)
     assert (swapped_in > 0) is (preemption == "swap")
-    assert core.pool.used == 0 and core.host.used_bytes == 0 and not core.evicted
+    assert state.pool.used == 0 and state.host.used_bytes == 0 and not state.evicted
 
 
 def test_replica_evict_waiting_request_then_resume(h):
     core = h.core(1024, max_num_seqs=1)
     trace = h.drive(core, [h.request("a", 10, 5), h.request("b", 10, 5)], stop=after_steps(1))
-    assert core.seqs["b"].status is SeqStatus.WAITING
+    assert core.planner.state.seqs["b"].status is SeqStatus.WAITING
     assert core.evict(["b"]) == ["b"]
     assert core.status().waiting == 0
     t1 = h.drive(core, t=trace.end_s)
@@ -104,14 +105,15 @@ def test_replica_waiting_sequences_listed_once_after_evict_resume(h):
     h.drive(core, [h.request("a", 10, 5), h.request("b", 10, 5)], stop=after_steps(1))
     core.evict(["b"])
     core.resume(["b"], 0.5)
-    assert len(core.waiting) == 1
-    assert [s.request_id for s in core.waiting.sequences()] == ["b"]
+    waiting = core.planner.state.waiting
+    assert len(waiting) == 1
+    assert [s.request_id for s in waiting.sequences()] == ["b"]
 
 
 def test_replica_static_evict_of_done_sequence_does_not_overgenerate(h):
     core = h.core(1024, mode="static")
     trace = h.drive(core, [h.request("a", 10, 2), h.request("b", 10, 10)], stop=after_steps(2))
-    a = core.seqs["a"]
+    a = core.planner.state.seqs["a"]
     assert a.is_done and a.status is SeqStatus.RUNNING  # waiting for its batch to end
     core.evict(["a"])
     core.resume(["a"], trace.end_s)
@@ -123,11 +125,12 @@ def test_replica_static_evict_of_done_sequence_does_not_overgenerate(h):
 # ---- abort -----------------------------------------------------------------------------------
 def test_replica_abort_running_frees_blocks_at_once(h):
     core, t = start_two(h)
-    a, b = core.seqs["a"], core.seqs["b"]
+    state = core.planner.state
+    a, b = state.seqs["a"], state.seqs["b"]
     out_before = core.status().outstanding_output_tokens
     assert core.abort("a") is True
     assert a.status is SeqStatus.ABORTED and a.gpu_blocks == 0
-    assert core.pool.used == b.gpu_blocks
+    assert state.pool.used == b.gpu_blocks
     st = core.status()
     assert (st.running, st.waiting) == (1, 0)
     assert st.outstanding_output_tokens == out_before - a.remaining_output_tokens
@@ -154,16 +157,17 @@ def test_replica_abort_during_a_step_drops_its_output(h):
     assert core.abort("a")
     result = core.update(plan)
     assert result.emitted == [] and result.finished == []
-    assert core.pool.used == 0 and core.schedule(plan.end_s).kind is StepKind.IDLE
+    assert core.planner.state.pool.used == 0 and core.schedule(plan.end_s).kind is StepKind.IDLE
 
 
 def test_replica_abort_evicted_and_swapped_releases_host(h):
     core, _ = start_two(h, preemption_mode="swap", host_swap_bytes=10**9)
     core.evict(["a"])
-    assert core.host.used_bytes > 0
+    state = core.planner.state
+    assert state.host.used_bytes > 0
     assert core.abort("a") is True
-    assert core.host.used_bytes == 0
-    assert not core.evicted and core.status().evicted == 0
+    assert state.host.used_bytes == 0
+    assert not state.evicted and core.status().evicted == 0
 
 
 @pytest.mark.parametrize("rid", ["nope", "done", "twice"])

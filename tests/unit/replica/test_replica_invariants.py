@@ -44,10 +44,11 @@ class EvictChaos:
     def __call__(self, core, now: float, step: int) -> None:
         # done-but-unfinished sequences (static batches hold them to the batch end) are left
         # alone: evicting one over-generates (test_replica_static_evict_of_done_sequence...)
-        live = [*core.running, *core.waiting.sequences()]
+        state = core.planner.state
+        live = [*state.running, *state.waiting.sequences()]
         active = sorted({s.request_id for s in live if not s.is_done})
-        if core.evicted and (len(active) <= 1 or self.rng.random() < 0.3):
-            self.resumes += len(core.resume(sorted(core.evicted), now))
+        if state.evicted and (len(active) <= 1 or self.rng.random() < 0.3):
+            self.resumes += len(core.resume(sorted(state.evicted), now))
             return
         if len(active) >= 2 and self.rng.random() < 0.1:
             rid = str(self.rng.choice(active))
@@ -85,7 +86,8 @@ def test_replica_invariants_hold_after_every_step(h, mode, extra, preemption, po
 
     assert chaos.evictions > 0 and chaos.resumes == chaos.evictions
     assert sorted(trace.finished) == sorted(r.request_id for r in requests)
-    assert not core.has_work and not core.seqs and not core.evicted
+    state = core.planner.state
+    assert not core.has_work and not state.seqs and not state.evicted
     for r in requests:
         seq = trace.finished[r.request_id]
         want = min(r.true_output_tokens, r.max_tokens)
@@ -96,7 +98,7 @@ def test_replica_invariants_hold_after_every_step(h, mode, extra, preemption, po
     st = core.status()
     assert st.outstanding_output_tokens == 0
     assert (st.waiting, st.running, st.evicted, st.kv_used_blocks) == (0, 0, 0, 0)
-    assert core.host.used_bytes == 0
+    assert state.host.used_bytes == 0
     # time only moves forward, one step after the other
     plans = trace.plans()
     assert all(a.end_s <= b.start_s + 1e-12 for a, b in itertools.pairwise(plans))

@@ -74,7 +74,7 @@ def test_replica_model_swap_waits_for_running_work(h):
     assert trace.finished["a2"].first_token_s >= load_a.end_s  # FCFS: behind b1
     for step in trace.steps:  # B never computes while A is active, and vice versa
         if step.plan.kind is StepKind.EXECUTE:
-            models = {core.seqs.get(c.rid, trace.finished.get(c.rid)).model for c in step.chunks}
+            models = {(core.sequence(c.rid) or trace.finished[c.rid]).model for c in step.chunks}
             assert len(models) == 1
 
 

@@ -69,7 +69,7 @@ def test_replica_swap_preemption_moves_kv_to_host_and_back(h):
     assert chunk.computed_before == resumed.plan.swapped_in_tokens  # KV restored, not recomputed
     assert chunk.num_tokens == 1
     assert_durations(h, profile, trace)
-    assert core.host.used_bytes == 0
+    assert core.planner.state.host.used_bytes == 0
 
 
 @pytest.mark.parametrize(

@@ -58,18 +58,20 @@ def run(core: SimEngineCore, t: float = 0.0, max_steps: int = 1000) -> Run:
 
 
 def check_counters(core: SimEngineCore) -> None:
-    live = list(core.seqs.values())
+    state = core.planner.state
+    live = list(state.seqs.values())
     st = core.status()
     assert st.outstanding_output_tokens == sum(s.remaining_output_tokens for s in live)
     assert st.pending_prefill_tokens == sum(s.uncomputed_tokens for s in live)
-    assert core.pool.used == sum(s.gpu_blocks for s in core.running)
+    assert state.pool.used == sum(s.gpu_blocks for s in state.running)
 
 
 def assert_empty(core: SimEngineCore) -> None:
+    state = core.planner.state
     assert not core.has_work
-    assert core.seqs == {}
-    assert core.running == []
-    assert core.pool.used == 0
+    assert state.seqs == {}
+    assert state.running == []
+    assert state.pool.used == 0
     st = core.status()
     assert (st.waiting, st.running, st.outstanding_output_tokens) == (0, 0, 0)
     assert st.pending_prefill_tokens == 0
@@ -93,7 +95,7 @@ def test_slice_end_finishes_the_done_and_slices_the_rest(h, iterations, finished
     core = h.core(profiles={"m": profile}, mode="static", block_size_tokens=1)
     reqs = [h.request("a", 10, 2), h.request("b", 20, 10), h.request("c", 5, 3)]
     core.add_batch([SliceEntry(r) for r in reqs], iterations, 0.0)
-    assert core.has_work and set(core.seqs) == {"a", "b", "c"}
+    assert core.has_work and set(core.planner.state.seqs) == {"a", "b", "c"}
     assert core.status().outstanding_output_tokens == 15
     result = run(core)
     assert len(result.steps) == steps
@@ -155,7 +157,7 @@ def test_add_batch_rejects_bad_calls(h, mode, entries, iterations, match):
     batch = [SliceEntry(h.request(f"r{k}", 10, 5)) for k in range(entries)]
     with pytest.raises(ValueError, match=match):
         core.add_batch(batch, iterations, 0.0)
-    assert core.seqs == {} and not core.batches
+    assert core.planner.state.seqs == {} and not core.planner.state.batches
 
 
 def test_abort_while_queued_removes_the_member_from_its_batch(h):
@@ -165,10 +167,11 @@ def test_abort_while_queued_removes_the_member_from_its_batch(h):
     core.add_batch([SliceEntry(h.request("z1", 10, 3))], 8, 0.0)
     assert core.abort("y1")
     assert not core.abort("y1")  # already gone
-    assert [[s.request_id for s in b] for b, _ in core.batches] == [["x1"], ["y2"], ["z1"]]
+    state = core.planner.state
+    assert [[s.request_id for s in b] for b, _ in state.batches] == [["x1"], ["y2"], ["z1"]]
     assert core.abort("z1")  # the last member: its batch goes too
-    assert [[s.request_id for s in b] for b, _ in core.batches] == [["x1"], ["y2"]]
-    assert set(core.seqs) == {"x1", "y2"}
+    assert [[s.request_id for s in b] for b, _ in state.batches] == [["x1"], ["y2"]]
+    assert set(state.seqs) == {"x1", "y2"}
     check_counters(core)
     result = run(core)
     assert result.starts() == [["x1"], ["y2"]]
@@ -222,7 +225,7 @@ def test_check_fits_rejects_requests_larger_than_the_kv_cache(h):
         core.check_fits(h.request("big", 60, 41))
     with pytest.raises(RequestTooLarge):
         core.add_batch([SliceEntry(h.request("big", 90, 50))], 4, 0.0)
-    assert core.seqs == {}
+    assert core.planner.state.seqs == {}
 
 
 def test_add_batch_is_all_or_nothing(h) -> None:
@@ -230,7 +233,7 @@ def test_add_batch_is_all_or_nothing(h) -> None:
     entries = [SliceEntry(h.request("ok", 10, 5)), SliceEntry(h.request("big", 90, 50))]
     with pytest.raises(RequestTooLarge):
         core.add_batch(entries, 4, 0.0)
-    assert not core.seqs and not core.batches and not core.has_work
+    assert not core.planner.state.seqs and not core.planner.state.batches and not core.has_work
     assert core.status().outstanding_output_tokens == 0
 
 

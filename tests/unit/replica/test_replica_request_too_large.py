@@ -23,7 +23,7 @@ def test_replica_request_too_large(h, input_tokens, max_tokens, true_tokens, fit
     if not fits:
         with pytest.raises(RequestTooLarge, match=r"exceeds the KV capacity .* \(256 tokens\)"):
             core.add_request(req, 0.0)
-        assert not core.seqs and not core.has_work
+        assert not core.planner.state.seqs and not core.has_work
         assert core.status().pending_prefill_tokens == 0
         assert core.status().outstanding_output_tokens == 0
         return

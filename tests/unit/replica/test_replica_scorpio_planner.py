@@ -54,7 +54,7 @@ def step(core: SimEngineCore, t: float) -> tuple[StepPlan, list[str], list[str]]
 
 def check_counters(h, core: SimEngineCore) -> None:
     h.check(core)
-    live = core.seqs.values()
+    live = core.planner.state.seqs.values()
     assert core.status().pending_prefill_tokens == sum(s.uncomputed_tokens for s in live)
 
 
@@ -86,7 +86,7 @@ def test_credit_batching_loose_request_decodes_every_second_step(
         t = plan.end_s
         h.check(core)
     assert tokens == {"tight": tight_tokens, "loose": loose_tokens}
-    assert core.seqs["tight"].num_output_tokens == 1 + tight_tokens
+    assert core.planner.state.seqs["tight"].num_output_tokens == 1 + tight_tokens
 
 
 # ---- VBS admission (the TPOT guard) ----------------------------------------------------------
@@ -185,7 +185,7 @@ def test_ttft_guard_rejects_hopeless_waiting_requests(h, guard, requests, now, r
         assert "TTFT guard" in reason
     scheduled = {c.seq.request_id for c in plan.chunks}
     assert scheduled == {r.request_id for r in requests} - set(expected)
-    assert set(core.seqs) == scheduled
+    assert set(core.planner.state.seqs) == scheduled
     assert core.status().waiting == 0
     if plan.kind is StepKind.EXECUTE:
         core.update(plan)
@@ -202,7 +202,7 @@ def test_ttft_guard_rejection_while_others_run_keeps_counters(h):
     core.add_request(req("queued", 50, 5, ttft=5.0, arrival=t), t)
     plan = core.schedule(t + 1.0)
     assert [(s.request_id, "TTFT guard" in why) for s, why in plan.rejected] == [("late", True)]
-    assert "late" not in core.seqs
+    assert "late" not in core.planner.state.seqs
     assert {c.seq.request_id for c in plan.chunks} == {"run", "ok", "queued"}
     core.update(plan)
     check_counters(h, core)
@@ -212,7 +212,7 @@ def test_ttft_guard_never_rejects_requests_with_a_first_token(h):
     core = scorpio_core(h, vbs_admission=False)
     core.add_request(req("started", 100, 20, ttft=0.5), 0.0)
     plan, _, _ = step(core, 0.0)
-    assert core.seqs["started"].first_token_s == plan.end_s
+    assert core.planner.state.seqs["started"].first_token_s == plan.end_s
     assert core.evict(["started"]) == ["started"]
     assert core.resume(["started"], plan.end_s) == ["started"]
     core.add_request(req("fresh", 100, 20, ttft=0.5), plan.end_s)
@@ -229,7 +229,7 @@ def test_prefill_interference_enlarges_the_tpot_estimate(h):
     off = scorpio_core(
         h, prior_input_tokens=1000, prior_output_tokens=100, prefill_interference=False
     )
-    m_on, m_off = on.planner.tpot_model(on), off.planner.tpot_model(off)
+    m_on, m_off = on.planner.tpot_model(), off.planner.tpot_model()
     assert isinstance(m_on, PrefillInterferenceTPOTModel)
     assert isinstance(m_off, DecodeTPOTModel)
     prefill_s = 1e-4 * 1000  # p1·I, the fixed p4 excluded
@@ -243,7 +243,7 @@ def test_prefill_interference_enlarges_the_tpot_estimate(h):
 def test_measured_mean_lengths_move_toward_finished_requests(h):
     core = scorpio_core(h, prior_input_tokens=1000, prior_output_tokens=100)
     planner = core.planner
-    before = planner.tpot_model(core).estimate_s(4.0, 200.0)
+    before = planner.tpot_model().estimate_s(4.0, 200.0)
     core.add_request(req("a", 20, 4), 0.0)
     t, finished = 0.0, []
     while core.has_work:
@@ -253,7 +253,7 @@ def test_measured_mean_lengths_move_toward_finished_requests(h):
     assert finished == ["a"]
     assert planner.mean_input == pytest.approx(1000 + 0.05 * (20 - 1000))
     assert planner.mean_output == pytest.approx(100 + 0.05 * (4 - 100))
-    model = planner.tpot_model(core)
+    model = planner.tpot_model()
     assert model.prefill_s_per_request == pytest.approx(1e-4 * planner.mean_input)
     assert model.mean_output_tokens == pytest.approx(planner.mean_output)
     assert model.estimate_s(4.0, 200.0) != pytest.approx(before)

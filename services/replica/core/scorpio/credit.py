@@ -1,4 +1,4 @@
-"""Credit-based batching (SCORPIO §3.4, ALGORITHMS.md §3).
+"""Credit-based batching (SCORPIO §3.4; see services/replica/README.md).
 
 Each decode iteration, over the running requests R ready to decode:
     C_r += TRP(r);   B = {r : C_r >= 1};   C_r -= 1 for r in B.

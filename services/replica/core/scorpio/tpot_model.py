@@ -1,6 +1,6 @@
-"""TPOT estimator of the SCORPIO admission check (ALGORITHMS.md §1 and §3).
+"""TPOT estimator of the SCORPIO admission check (SCORPIO §3.4, eq. 8; see shared/README.md).
 
-SCORPIO estimates the time of one decode iteration with the bilinear decode model of §1,
+SCORPIO estimates the time of one decode iteration with the bilinear decode model (SCLS §4.2–4.3),
 tau_decode(l, N) = d1·N·l + d2·N + d3·l + d4, evaluated at N = the virtual batch size
 VBS(R') = Σ TRP(r) (a fractional batch: looser requests only run part of the time) and
 l = L_avg(R'), the mean context (input + predicted output / 2). The coefficients are fitted by

@@ -1,4 +1,4 @@
-"""TPOT relative proportionality (SCORPIO Definition 1, ALGORITHMS.md §3).
+"""TPOT relative proportionality (SCORPIO §3.4, Definition 1; see services/replica/README.md).
 
 TRP(r) = min_{r'∈R} STP(r') / STP(r) ∈ (0, 1], where STP(r) is the TPOT SLO of request r and R
 the set considered (the running set for batching, R ∪ {w} for admission). The tightest request has

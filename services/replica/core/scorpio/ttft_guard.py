@@ -1,4 +1,4 @@
-"""TTFT guard: least-deadline-first early rejection (SCORPIO, ALGORITHMS.md §3).
+"""TTFT guard: least-deadline-first early rejection (SCORPIO; see services/replica/README.md).
 
 The waiting queue is ordered least-deadline-first (ties: arrival, then id). Starting at
 t0 = max(now, ready) — ready being when the engine can start prefilling — the guard walks the

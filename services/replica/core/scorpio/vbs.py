@@ -1,4 +1,4 @@
-"""VBS-based admission control, the TPOT guard (SCORPIO §3.4, eq. 8; ALGORITHMS.md §3).
+"""VBS-based admission control, the TPOT guard (SCORPIO §3.4, eq. 8).
 
 With credit batching a request of TRP t runs in a fraction t of the iterations, so it loads the
 engine like t of a request. The virtual batch size of R' = R ∪ {w}, TRP recomputed over R', is
