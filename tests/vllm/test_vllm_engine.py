@@ -191,33 +191,69 @@ def test_evict_then_resume_completes_the_request(engine: Any, arun: Any, req: An
     assert engine.status().evicted == 0
 
 
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    """Poll `condition` on the event loop (the engine's outputs arrive meanwhile)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                await asyncio.sleep(0.002)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for: {what}") from None
+
+
 def test_edf_hook_admits_the_earlier_deadline_first(engine: Any, arun: Any, req: Any) -> None:
-    """Both slots busy; B (loose deadline) arrives before C (tight deadline): EDF serves C first."""
+    """Both slots (max_num_seqs=2) are held by blockers; B (loose deadline) is queued before C
+    (tight deadline); then exactly one slot is freed. EDF admits C into it, FCFS would admit B.
 
-    async def scenario() -> tuple[dict[str, float], int]:
-        first_token: dict[str, float] = {}
+    The test orders every event itself instead of relying on timing: B and C are queued one
+    after the other, each confirmed by vLLM's own scheduler stats (waiting 1, then 2, behind 2
+    running); one blocker is aborted; the other is held until C has finished, then aborted too.
+    The blockers could only end early by decoding ~490 tokens meanwhile (checked below).
+    """
+    events: list[tuple[str, str]] = []  # ("first" | "done", request id), in the order seen
 
-        async def consume(request: EngineRequest) -> None:
-            async for chunk in engine.generate(request):
-                if chunk.token_ids:
-                    first_token.setdefault(request.request.request_id, engine.clock.now())
+    async def consume(request: EngineRequest) -> TokenChunk:
+        rid = request.request.request_id
+        last: TokenChunk | None = None
+        async for chunk in engine.generate(request):
+            if chunk.token_ids and ("first", rid) not in events:
+                events.append(("first", rid))
+            last = chunk
+        events.append(("done", rid))
+        assert last is not None
+        return last
 
-        short = asyncio.create_task(consume(req("blocker-short", 25, ttft_deadline_s=1.0)))
-        long = asyncio.create_task(consume(req("blocker-long", 400, ttft_deadline_s=1.0)))
-        while len(first_token) < 2:  # both slots (max_num_seqs=2) are taken
-            await asyncio.sleep(0.005)
-        late = asyncio.create_task(consume(req("B-loose", 5, ttft_deadline_s=100.0)))
-        await asyncio.sleep(0.05)
-        early = asyncio.create_task(consume(req("C-tight", 5, ttft_deadline_s=2.0)))
-        await asyncio.wait_for(early, 30)  # admitted when blocker-short ends
-        b_started_before_c_done = int("B-loose" in first_token)
-        await engine.abort("blocker-long")  # frees the other slot for B
-        await asyncio.gather(short, long, late)
-        return first_token, b_started_before_c_done
+    def vllm_queue(waiting: int) -> bool:
+        snap = engine.stats.latest
+        return snap is not None and (snap.running, snap.waiting) == (2, waiting)
 
-    first_token, b_early = arun(scenario())
-    assert first_token["C-tight"] < first_token["B-loose"]
-    assert b_early == 0  # under FCFS, B would have taken the slot blocker-short freed
+    async def scenario() -> dict[str, TokenChunk]:
+        tasks: dict[str, asyncio.Task[TokenChunk]] = {}
+
+        def start(rid: str, max_tokens: int, ttft_deadline_s: float) -> None:
+            r = req(rid, max_tokens, ttft_deadline_s=ttft_deadline_s)
+            tasks[rid] = asyncio.create_task(consume(r))
+
+        for rid in ("blocker-1", "blocker-2"):  # the longest the context allows
+            start(rid, 490, ttft_deadline_s=1.0)
+        await until(lambda: ("first", "blocker-2") in events, "blocker-2 running")
+        await until(lambda: vllm_queue(waiting=0), "both blockers running in vLLM")
+        start("B-loose", 5, ttft_deadline_s=100.0)
+        await until(lambda: vllm_queue(waiting=1), "B queued in vLLM")
+        start("C-tight", 5, ttft_deadline_s=2.0)
+        await until(lambda: vllm_queue(waiting=2), "B and C queued in vLLM")
+        await engine.abort("blocker-1")  # one slot frees: the hook picks C or B for it
+        await tasks["C-tight"]
+        await engine.abort("blocker-2")  # now B
+        return {rid: await task for rid, task in tasks.items()}
+
+    last = arun(scenario())
+    assert last["blocker-1"].finish_reason == last["blocker-2"].finish_reason == "abort"
+    assert last["B-loose"].num_output_tokens == last["C-tight"].num_output_tokens == 5
+    firsts = [rid for kind, rid in events if kind == "first"]
+    assert firsts.index("C-tight") < firsts.index("B-loose"), events
+    # C was admitted alone into the freed slot: B only started once C was done
+    assert events.index(("done", "C-tight")) < events.index(("first", "B-loose")), events
 
 
 def test_invalid_request_raises_in_the_consumer(engine: Any, arun: Any, req: Any) -> None:

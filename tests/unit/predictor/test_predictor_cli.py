@@ -101,6 +101,7 @@ def tiny_data_dir(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # trains and evaluates a model end to end
 def test_train_then_eval_on_a_tiny_data_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

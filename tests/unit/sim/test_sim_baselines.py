@@ -12,6 +12,8 @@ from shared.metrics.summary import summarize
 
 RATE, REQUESTS = 60.0, 600
 
+pytestmark = pytest.mark.slow  # whole smoke-scenario runs
+
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sim_baseline_ordering_when_overloaded(smoke_run, seed):

@@ -58,6 +58,7 @@ def test_sim_every_stack_is_tested():
     assert sorted(names) == STACKS.names()
 
 
+@pytest.mark.slow  # whole smoke-scenario runs
 @pytest.mark.parametrize("stack", SEED_DETERMINISTIC)
 def test_sim_same_seed_same_records(sims, smoke, smoke_run, stack):
     first = smoke_run(stack, 0)
@@ -67,6 +68,7 @@ def test_sim_same_seed_same_records(sims, smoke, smoke_run, stack):
     assert (again.start_s, again.end_s) == (first.start_s, first.end_s)
 
 
+@pytest.mark.slow  # whole smoke-scenario runs
 @pytest.mark.parametrize("stack", STACK_NAMES)
 def test_sim_different_seeds_differ(sims, smoke_run, stack):
     a, b = smoke_run(stack, 0), smoke_run(stack, 1)
@@ -76,6 +78,7 @@ def test_sim_different_seeds_differ(sims, smoke_run, stack):
     assert times_a != times_b
 
 
+@pytest.mark.slow  # whole smoke-scenario runs
 @pytest.mark.parametrize("stack", STACK_NAMES)
 def test_sim_one_record_per_request(sims, smoke_run, smoke, stack):
     run = smoke_run(stack, 0)

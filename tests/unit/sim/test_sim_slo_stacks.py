@@ -99,6 +99,7 @@ def test_stack_configures_its_engines(sims, smoke, stack, mode, scorpio):
     assert isinstance(sim.global_policy, BatchingPolicy) == (stack in BATCHING)
 
 
+@pytest.mark.slow  # whole scenario runs under overload
 def test_scorpio_protects_admitted_tpot_and_beats_vllm_under_overload():
     scorpio = scenario_summary("scorpio-mixed", "scorpio", 400)
     fcfs = scenario_summary("scorpio-mixed", "vllm-fcfs", 400)
@@ -108,6 +109,7 @@ def test_scorpio_protects_admitted_tpot_and_beats_vllm_under_overload():
     assert scorpio.slo_attainment > fcfs.slo_attainment
 
 
+@pytest.mark.slow  # whole scenario runs under overload
 def test_scorpio_rejections_come_from_the_ttft_guard():
     run = scenario_run("scorpio-mixed", "scorpio", 400)
     rejected = [r for r in run.records if r.rejected]
@@ -120,12 +122,14 @@ def test_scorpio_rejections_come_from_the_ttft_guard():
     assert not any(r.rejected for r in fcfs.records)  # vLLM serves everything, late
 
 
+@pytest.mark.slow  # whole scenario runs under overload
 def test_scorpio_records_are_complete_under_overload():
     spec = SCENARIOS.create("scorpio-mixed")
     requests = generate(spec.workload.model_copy(update={"requests": 400}), 0)
     check_records(scenario_run("scorpio-mixed", "scorpio", 400), requests)
 
 
+@pytest.mark.slow  # whole scenario runs under overload
 def test_scls_beats_sls_on_throughput_and_balance():
     scls = scenario_summary("scls-static", "scls", 300)
     sls = scenario_summary("scls-static", "sls", 300)

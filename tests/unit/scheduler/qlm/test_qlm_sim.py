@@ -11,6 +11,8 @@ from slomesh.bench.scenarios import SCENARIOS
 from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.simulator import Simulator
 
+pytestmark = pytest.mark.slow  # whole simulator scenario runs
+
 
 def _run(scenario: str, stack: str, requests: int, rate: float | None = None):
     sc = SCENARIOS.create(scenario)

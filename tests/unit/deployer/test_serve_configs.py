@@ -13,7 +13,7 @@ from services.deployer.core.planners import plan
 from services.deployer.core.serve_config import serve_config
 from services.deployer.deployment import default_serve_options
 
-CONFIGS = sorted(Path(__file__).resolve().parents[2].joinpath("deploy", "ray").glob("*.yaml"))
+CONFIGS = sorted(Path(__file__).resolve().parents[3].joinpath("deploy", "ray").glob("*.yaml"))
 
 
 def test_serve_configs_exist() -> None:
