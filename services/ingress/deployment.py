@@ -1,8 +1,11 @@
 """The ingress deployment: OpenAI-compatible HTTP (Serve + FastAPI) and the gRPC Ingress service.
 
 Thin shell over `pipeline.Pipeline` and the pure core in `core/`: parse, admit, stream. Every
-error is OpenAI's error JSON with the right status (and Retry-After on overload); a client that
-disconnects mid-stream cancels the replica call, which aborts the request in the engine.
+error is OpenAI's error JSON with the right status (and Retry-After on overload), unexpected
+exceptions included (a 500 in the same shape, `http_api`); a client that disconnects
+mid-stream cancels the replica call, which aborts the request in the engine. The OpenAPI
+document (`/openapi.json`) describes the request bodies and error responses although the
+handlers parse the raw bodies themselves.
 """
 
 from __future__ import annotations
@@ -11,14 +14,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi import Request as HTTPRequest
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import context as otel_context
 from ray import serve
 from ray.serve import Application
 
-from services.ingress.core.errors import APIError
+from services.ingress.core.errors import APIError, internal_error
 from services.ingress.core.openai_schema import (
     SSE_DONE,
     ChatCompletionRequest,
@@ -30,18 +32,27 @@ from services.ingress.core.openai_schema import (
     sse,
     validate_body,
 )
+from services.ingress.http_api import (
+    IngressAPI,
+    completion_route_docs,
+    error_response,
+    install_error_handling,
+    log,
+    read_body,
+)
 from services.ingress.observer import ServeMetricsObserver
 from services.ingress.pipeline import Admitted, IngressArgs, Pipeline
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
 
-app = FastAPI(title="slomesh", version="0.1.0")
+app = IngressAPI(title="slomesh", version="0.1.0")
+install_error_handling(app)  # before @serve.ingress, which freezes a copy of the app
 
 
 # Serve serializes the deployment class when the decorator runs: helpers it calls must be
 # defined above it.
 def _error(err: APIError) -> JSONResponse:
-    return JSONResponse(err.body(), status_code=err.status, headers=err.headers())
+    return error_response(err)
 
 
 async def _collect(admitted: Admitted) -> tuple[str, Any, int]:
@@ -118,25 +129,42 @@ class IngressDeployment:
         ]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", **completion_route_docs("CompletionRequest"))
     async def completions(self, request: HTTPRequest) -> Response:
         return await self._serve_http(request, CompletionRequest)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", **completion_route_docs("ChatCompletionRequest"))
     async def chat_completions(self, request: HTTPRequest) -> Response:
         return await self._serve_http(request, ChatCompletionRequest)
 
     async def _serve_http(
         self, request: HTTPRequest, kind: type[CompletionRequest] | type[ChatCompletionRequest]
     ) -> Response:
+        """One HTTP completion; whatever fails, the answer is OpenAI's error JSON."""
+        try:
+            return await self._answer_http(request, kind)
+        except APIError as err:
+            return _error(err)
+        except Exception as exc:
+            log.exception("unexpected error serving %s", request.url.path)
+            return _error(internal_error(exc))
+
+    async def _answer_http(
+        self, request: HTTPRequest, kind: type[CompletionRequest] | type[ChatCompletionRequest]
+    ) -> Response:
+        limits = self.args.admission
         token = otel_context.attach(context_from(dict(request.headers)))
         try:
-            body = parse_body(await request.body(), kind)
+            raw = await read_body(request, limits.max_body_bytes)
+            body = parse_body(
+                raw,
+                kind,
+                max_body_bytes=limits.max_body_bytes,
+                max_json_depth=limits.max_json_depth,
+            )
             admitted = await self.pipeline.admit(
                 body, dict(request.headers), request.headers.get("authorization")
             )
-        except APIError as err:
-            return _error(err)
         finally:
             otel_context.detach(token)
         stream = ChunkStream(
@@ -150,8 +178,9 @@ class IngressDeployment:
             return StreamingResponse(self._sse(admitted, stream), media_type="text/event-stream")
         try:
             text, reason, tokens = await _collect(admitted)
-        except APIError as err:
-            return _error(err)
+        except BaseException:
+            await admitted.chunks.aclose()  # type: ignore[attr-defined]  # ends the replica call
+            raise
         build = chat_completion_response if stream.kind == "chat" else completion_response
         return JSONResponse(
             build(
@@ -183,6 +212,9 @@ class IngressDeployment:
                         yield sse(c)
         except APIError as err:
             yield sse(err.body())
+        except Exception as exc:
+            log.exception("unexpected error streaming request %s", admitted.request.request_id)
+            yield sse(internal_error(exc).body())
         yield SSE_DONE
 
     async def Generate(

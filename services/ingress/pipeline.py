@@ -9,7 +9,6 @@ Completion reports (scheduler.Report, predictor.Observe) leave the hot path as b
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -25,6 +24,7 @@ from services.ingress.core.admission import (
     AdmissionConfig,
     ModelInfo,
     build_request_meta,
+    estimate_tokens,
     render_chat,
 )
 from services.ingress.core.auth import APIKeyConfig, authenticate
@@ -125,10 +125,12 @@ class Pipeline:
         return render_chat(body.messages)
 
     def count_tokens(self, model: str, text: str) -> int:
+        """Prompt tokens: the model's tokenizer, else `estimate_tokens` (max(ceil(1.3 x words),
+        ceil(UTF-8 bytes / 4)): text without spaces cannot pass as a few words)."""
         tok = self._tokenizers.get(model)
         if tok is not None:
             return len(tok(text)["input_ids"])
-        return max(1, math.ceil(1.3 * len(text.split())))
+        return estimate_tokens(text)
 
     async def admit(
         self,

@@ -2,12 +2,14 @@
 
 `build_request_meta` checks what needs the model registry and the tokenizer's count (model served,
 max_tokens within the context, prompt + completion within the context, priority range) and
-fills the default max_tokens. `render_chat` is the plain-text fallback for models whose tokenizer
+fills the default max_tokens. `estimate_tokens` counts a prompt for models without a tokenizer.
+`render_chat` is the plain-text fallback for models whose tokenizer
 has no chat template. No clock: the caller passes arrival_s.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.ingress.core.auth import Principal
 from services.ingress.core.errors import bad_request, context_too_long, model_not_found
+from services.ingress.core.json_body import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_DEPTH
 from services.ingress.core.openai_schema import (
     ChatCompletionRequest,
     ChatMessage,
@@ -47,6 +50,11 @@ class AdmissionConfig(BaseModel):
     """Lowest priority a request may carry (lower is served first)."""
     max_priority: int = 1000
     """Highest priority a request may carry."""
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+    """Largest HTTP request body accepted, bytes; a larger one is 413 before it is parsed."""
+    max_json_depth: int = Field(DEFAULT_MAX_JSON_DEPTH, ge=4)
+    """Deepest nesting of JSON arrays/objects accepted in a body; deeper is 400 (checked
+    without recursion, before parsing). OpenAI bodies need 4."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -117,6 +125,21 @@ def build_request_meta(
         tenant=principal.tenant,
         priority=body.priority,
     )
+
+
+def estimate_tokens(text: str) -> int:
+    """Prompt tokens of `text` for a model without a tokenizer:
+    max(ceil(1.3 x words), ceil(UTF-8 bytes / 4)), at least 1.
+
+    Words alone (whitespace-separated) undercount text without spaces: a 1 MB run of letters
+    is one word, 2 tokens by words, while any BPE tokenizer makes ~250,000 tokens of it. The
+    byte term bounds that: English averages ~4 bytes per token, and non-Latin scripts take 2-4
+    UTF-8 bytes per character, so they count more per character too. In English prose (5-6
+    bytes per word, its space included) the two terms agree within ~10%, so ordinary prompts
+    count about as before."""
+    words = math.ceil(1.3 * len(text.split()))
+    size = math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
+    return max(1, words, size)
 
 
 def render_chat(messages: Sequence[ChatMessage]) -> str:

@@ -6,7 +6,8 @@ field and the rule it broke, and OpenAI's error body::
     {"error": {"message": "...", "type": "invalid_request_error", "param": "n", "code": null}}
 
 The gRPC shell maps the same object to a status code (400 -> INVALID_ARGUMENT, 401 ->
-UNAUTHENTICATED, 404 -> NOT_FOUND, 429/503 -> RESOURCE_EXHAUSTED/UNAVAILABLE).
+UNAUTHENTICATED, 404 -> NOT_FOUND, 429/503 -> RESOURCE_EXHAUSTED/UNAVAILABLE). `ErrorResponse`
+documents the shape in the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -14,9 +15,33 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 INVALID_REQUEST = "invalid_request_error"
+
+
+class ErrorDetail(BaseModel):
+    """The `error` object of OpenAI's error body (documents the shape in the OpenAPI schema)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    message: str
+    """Human-readable text naming the field and the rule it broke."""
+    type: str
+    """OpenAI error type: invalid_request_error, rate_limit_exceeded, server_error, ..."""
+    param: str | None
+    """The offending request field path (e.g. "messages[0].content"), or null."""
+    code: str | None
+    """Machine-readable code (e.g. "model_not_found", "context_length_exceeded"), or null."""
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error body: {"error": {message, type, param, code}}."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    error: ErrorDetail
+    """What went wrong."""
 
 
 class APIError(Exception):
@@ -142,6 +167,54 @@ def context_too_long(
 def server_error(message: str) -> APIError:
     """500 for a fault on the server's side (e.g. misconfiguration), not the client's."""
     return APIError(500, message, "server_error", None, None)
+
+
+def internal_error(exc: BaseException | None = None) -> APIError:
+    """500 for an unexpected exception: names its type, never its text (which may echo input)."""
+    kind = f" ({type(exc).__name__})" if exc is not None else ""
+    return APIError(
+        500,
+        f"internal server error{kind}; see the ingress logs",
+        "server_error",
+        None,
+        "internal_error",
+    )
+
+
+def body_too_large(size_bytes: int, limit_bytes: int) -> APIError:
+    """413 for a request body over `max_body_bytes` (size_bytes -1: known only to exceed it)."""
+    size = f"{size_bytes} bytes" if size_bytes >= 0 else "more"
+    return APIError(
+        413,
+        f"request body: {size} is over the limit of {limit_bytes} bytes (max_body_bytes)",
+        INVALID_REQUEST,
+        None,
+        "request_too_large",
+    )
+
+
+def json_too_deep(depth: int, limit: int) -> APIError:
+    """400 for a JSON body nested deeper than `max_json_depth` arrays/objects."""
+    return APIError(
+        400,
+        f"request body: JSON nested {depth} levels deep, over the limit of {limit} "
+        "(max_json_depth)",
+        INVALID_REQUEST,
+        None,
+        "json_too_deep",
+    )
+
+
+def invalid_unicode(param: str | None, rule: str) -> APIError:
+    """400 for a string that is not valid Unicode (a lone surrogate or an invalid UTF-8 byte)."""
+    return bad_request(param, rule, "invalid_unicode")
+
+
+def http_error(status: int, message: str) -> APIError:
+    """The web framework's own errors (unknown path 404, wrong method 405, ...) in OpenAI's
+    shape; 5xx become server_error."""
+    kind = "server_error" if status >= 500 else INVALID_REQUEST
+    return APIError(status, message, kind, None, None)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:

@@ -9,8 +9,7 @@ live in `openai_responses` and are re-exported here.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -18,12 +17,19 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import models_json_schema
 from pydantic_core import PydanticCustomError
 
-from services.ingress.core.errors import bad_request, from_validation_error, invalid_json
+from services.ingress.core.errors import bad_request, from_validation_error
+from services.ingress.core.json_body import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    decode_json,
+)
 from services.ingress.core.openai_responses import (
     SSE_DONE,
     ChunkStream,
@@ -50,6 +56,7 @@ __all__ = [
     "chat_completion_response",
     "completion_chunk",
     "completion_response",
+    "openapi_schemas",
     "parse_body",
     "sse",
     "usage",
@@ -59,14 +66,62 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-_STRICT = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False, frozen=True)
+_STRICT = ConfigDict(
+    extra="ignore",
+    strict=True,
+    allow_inf_nan=False,
+    frozen=True,
+    use_attribute_docstrings=True,  # field docstrings become the OpenAPI descriptions
+)
+
+# What the JSON schema (OpenAPI) shows for fields whose before-validators accept more shapes
+# than the stored type.
+_STOP_JSON = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+            {"type": "null"},
+        ]
+    }
+)
+_PROMPT_JSON = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
+        ]
+    }
+)
+_TEXT_PART = {
+    "type": "object",
+    "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+    "required": ["type", "text"],
+}
+_CONTENT_JSON = WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"type": "array", "items": _TEXT_PART}, {"type": "null"}]}
+)
+
+
+def _null_content_for_assistant_only(schema: dict[str, Any]) -> None:
+    """ChatMessage's JSON schema: content may be null only when role is assistant."""
+    schema["anyOf"] = [
+        {"properties": {"role": {"const": "assistant"}}},
+        {"properties": {"content": {"not": {"type": "null"}}}},
+    ]
 
 
 class SLOObject(BaseModel):
     """Explicit objectives in a request body's `slo` field, milliseconds. A field left out means
     no objective of that kind, except TTFT, which falls back to the caller's default class."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
 
     ttft_ms: float | None = Field(None, gt=0)
     """Time to first token allowed after arrival, ms."""
@@ -104,13 +159,13 @@ class _Common(BaseModel):
     """Sampling temperature (0: greedy); None: the engine's default."""
     top_p: float | None = Field(None, gt=0, le=1)
     """Nucleus sampling mass; None: the engine's default."""
-    n: int = 1
+    n: int = Field(1, json_schema_extra={"const": 1})
     """Choices per request; only 1 is supported."""
     stream: bool = False
     """Stream the output as server-sent events."""
     stream_options: StreamOptions | None = None
     """Streaming options; only allowed with stream=true."""
-    stop: list[str] | None = Field(None, max_length=4)
+    stop: Annotated[list[str] | None, _STOP_JSON] = Field(None, max_length=4)
     """Up to 4 stop sequences (a single string is accepted)."""
     user: str | None = None
     """End-user id, for logs and abuse tracking."""
@@ -167,7 +222,7 @@ class _Common(BaseModel):
 class CompletionRequest(_Common):
     """POST /v1/completions. `prompt` is one string (a list holding one string is accepted)."""
 
-    prompt: str
+    prompt: Annotated[str, _PROMPT_JSON]
     """The prompt text."""
     max_tokens: int | None = Field(None, gt=0)
     """Most tokens to generate; None: min(remaining context, the configured default)."""
@@ -197,11 +252,11 @@ class ChatMessage(BaseModel):
     """One chat message. `content` is text or a list of {"type": "text", "text": ...} parts,
     stored joined with newlines; an assistant message may carry null content."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_null_content_for_assistant_only)
 
     role: Role
     """Author: system, user, assistant or tool."""
-    content: str
+    content: Annotated[str, _CONTENT_JSON]
     """The message text (parts joined with newlines)."""
     name: str | None = None
     """Optional author name."""
@@ -274,11 +329,28 @@ def validate_body(data: Any, model: type[_M]) -> _M:
         raise from_validation_error(err) from None
 
 
-def parse_body(raw: bytes | str, model: type[_M]) -> _M:
+def parse_body(
+    raw: bytes | str,
+    model: type[_M],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+) -> _M:
     """Decode a raw JSON body and validate it as `model` (CompletionRequest or
-    ChatCompletionRequest). Raises APIError 400 for malformed JSON or a bad field."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise invalid_json(str(err)) from None
+    ChatCompletionRequest). Raises APIError: 413 over max_body_bytes; 400 for nesting over
+    max_json_depth, malformed JSON, invalid Unicode (naming the field) or a bad field
+    (`json_body` has the rules)."""
+    data = decode_json(raw, max_body_bytes=max_body_bytes, max_json_depth=max_json_depth)
     return validate_body(data, model)
+
+
+def openapi_schemas(ref_prefix: str = "#/components/schemas/") -> dict[str, Any]:
+    """JSON schemas of the request bodies (CompletionRequest, ChatCompletionRequest and the
+    models they use), keyed by name, their `$ref`s pointing at `ref_prefix` + name: what an
+    OpenAPI document's `components.schemas` holds."""
+    _, top = models_json_schema(
+        [(CompletionRequest, "validation"), (ChatCompletionRequest, "validation")],
+        ref_template=ref_prefix + "{model}",
+    )
+    defs: dict[str, Any] = top.get("$defs", {})
+    return defs

@@ -73,7 +73,8 @@ def assert_openai_error(err: APIError, status: int, param: str | None, fragment:
 CASES = [
     # (name, raw body, kwargs, status, param, message fragment, code)
     ("malformed-json", '{"model": "llama",', {}, 400, None, "not valid JSON", None),
-    ("not-utf8", b'{"model": "\xff"}', {}, 400, None, "not valid JSON", None),
+    ("not-utf8", b'{"model": "\xff"}', {}, 400, "model", "must be valid Unicode",
+     "invalid_unicode"),
     ("json-array", "[1, 2]", {}, 400, None, "must be a JSON object", None),
     ("missing-model", json.dumps({"messages": []}), {}, 400, "model", "Field required", None),
     ("model-wrong-type", chat(model=7), {}, 400, "model", "valid string", None),

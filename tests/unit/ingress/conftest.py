@@ -1,0 +1,156 @@
+"""The ingress's FastAPI app in process (no Ray, no mesh): `IngressDeployment` built with a test
+double for the mesh client that answers predictor.Predict/Observe, scheduler.Admit/Report/Health
+and replica.Generate like the real services do."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from shared.rpc.client import CallFailed
+from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
+
+MODELS = [{"name": "llama", "max_model_len": 4096}, {"name": "qwen", "max_model_len": 2048}]
+
+
+def _wire(message: Any) -> Any:
+    """The message as the callee receives it: serialized and parsed, as either transport
+    does (a string that is not valid UTF-8 fails here, as it would on the wire)."""
+    return type(message).FromString(message.SerializeToString())
+
+
+class FakeMesh:
+    """MeshClient's interface (`call`, `stream`, `close`) answering like the real services.
+
+    admit: scheduler.Admit admits (True) or rejects with `retry_after_s` (429 when > 0, else 503).
+    output_words: words a replica generates before "stop" (capped by max_tokens: "length").
+    down: applications that fail every call with UNAVAILABLE.
+    crash: raise this from replica.Generate's first chunk (an unexpected exception).
+    """
+
+    def __init__(
+        self,
+        *,
+        admit: bool = True,
+        retry_after_s: float = 0.0,
+        output_words: int = 3,
+        down: tuple[str, ...] = (),
+        crash: BaseException | None = None,
+    ) -> None:
+        self.admit = admit
+        self.retry_after_s = retry_after_s
+        self.output_words = output_words
+        self.down = down
+        self.crash = crash
+        self.calls: list[tuple[str, str]] = []
+        self.closed = False
+
+    async def call(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        timeout_s: float | None = None,
+    ) -> Any:
+        self.calls.append((application, method))
+        if application in self.down:
+            raise CallFailed(application, "UNAVAILABLE", "down")
+        request = _wire(message)
+        if (kind, method) == ("predictor", "Predict"):
+            return common_pb2.LengthPrediction(
+                mean_tokens=40.0, p50_tokens=32.0, p90_tokens=90.0, predictor_version="fake"
+            )
+        if (kind, method) == ("predictor", "Observe"):
+            return predictor_pb2.ObserveReply(observations=1)
+        if (kind, method) == ("scheduler", "Admit"):
+            if not self.admit:
+                return scheduler_pb2.AdmitReply(
+                    admitted=False,
+                    reason="queue full: cannot meet the TTFT deadline",
+                    retry_after_s=self.retry_after_s,
+                    policy="fake",
+                )
+            replica = common_pb2.ReplicaRef(
+                application="replica-0", gpu="cpu", model=request.meta.model
+            )
+            return scheduler_pb2.AdmitReply(admitted=True, replica=replica, policy="fake")
+        if (kind, method) == ("scheduler", "Report"):
+            return scheduler_pb2.ReportReply()
+        if (kind, method) == ("scheduler", "Health"):
+            reason = "" if self.admit else "every replica full"
+            return scheduler_pb2.HealthReply(can_admit=self.admit, reason=reason)
+        raise CallFailed(application, "UNIMPLEMENTED", f"{kind}.{method}")
+
+    async def stream(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        trace_headers: dict[str, str] | None = None,
+    ) -> AsyncIterator[Any]:
+        self.calls.append((application, method))
+        if application in self.down:
+            raise CallFailed(application, "UNAVAILABLE", "down")
+        if (kind, method) != ("replica", "Generate"):
+            raise CallFailed(application, "UNIMPLEMENTED", f"{kind}.{method}")
+        request = _wire(message)
+        if self.crash is not None:
+            raise self.crash
+        limit = request.meta.max_tokens
+        n = min(limit, self.output_words)
+        for i in range(1, n + 1):
+            yield replica_pb2.ReplicaChunk(
+                request_id=request.meta.request_id,
+                text=f"w{i} ",
+                output_tokens=i,
+                finished=i == n,
+                finish_reason=("length" if n == limit else "stop") if i == n else "",
+            )
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def deployment_class() -> type[Any]:
+    """IngressDeployment's own class, under Serve's deployment and ASGI-ingress wrappers."""
+    from services.ingress.deployment import IngressDeployment
+
+    wrapper = IngressDeployment.func_or_class
+    user_class: type[Any] = wrapper.__bases__[0]
+    assert user_class.__name__ == "IngressDeployment", wrapper.__mro__
+    return user_class
+
+
+def build_ingress(monkeypatch: pytest.MonkeyPatch, mesh: FakeMesh, **args: Any) -> tuple[Any, Any]:
+    """(the FastAPI app, the deployment instance) with `mesh` as its mesh client. The routes
+    find their `self` through Serve's replica context, patched to the instance."""
+    import ray.serve
+
+    from services.ingress.deployment import app
+
+    config = {"models": MODELS, "tracing": {"exporter": "none"}, **args}
+    instance = deployment_class()(config)
+    instance.pipeline.client = mesh
+    context = types.SimpleNamespace(servable_object=instance)
+    monkeypatch.setattr(ray.serve, "get_replica_context", lambda: context)
+    return app, instance
+
+
+@pytest.fixture
+def mesh() -> FakeMesh:
+    return FakeMesh()
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch, mesh: FakeMesh) -> Iterator[TestClient]:
+    """A TestClient on the ingress app with the default FakeMesh (server exceptions come back
+    as responses, as a real server sends them)."""
+    app, _ = build_ingress(monkeypatch, mesh)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
