@@ -20,7 +20,7 @@ from opentelemetry import context as otel_context
 from ray import serve
 from ray.serve import Application
 
-from services.ingress.core.errors import APIError, internal_error
+from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
 from services.ingress.core.openai_schema import (
     SSE_DONE,
     ChatCompletionRequest,
@@ -112,9 +112,23 @@ class IngressDeployment:
         self.args.api_keys.check_classes(self.args.slo)
         self.pipeline = Pipeline(self.args, ServeMetricsObserver())
 
-    @app.get("/health")
-    async def health(self) -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get(
+        "/health",
+        responses={
+            503: {
+                "model": ErrorResponse,
+                "description": "The mesh cannot admit now (scheduler unreachable, every "
+                "replica full, or this ingress at capacity); Retry-After says when to retry",
+            }
+        },
+    )
+    async def health(self) -> JSONResponse:
+        """200 while the mesh can admit; 503 (OpenAI's error shape, the reason as message)
+        when it cannot, so load balancers stop sending traffic here."""
+        ok, reason = await self.pipeline.health()
+        if ok:
+            return JSONResponse({"status": "ok"})
+        return error_response(overloaded(f"unhealthy: {reason}", 1.0, status=503))
 
     @app.get("/v1/models")
     async def list_models(self) -> dict[str, Any]:
@@ -246,6 +260,10 @@ class IngressDeployment:
 
 def build_app(args: dict[str, Any]) -> Application:
     """Serve application builder (`import_path: services.ingress.deployment:build_app`)."""
-    parsed = IngressArgs.model_validate(args).model_dump(mode="json")
-    app: Application = IngressDeployment.bind(parsed)  # type: ignore[attr-defined]
+    validated = IngressArgs.model_validate(args)
+    parsed = validated.model_dump(mode="json")
+    deployment = IngressDeployment.options(  # type: ignore[attr-defined]
+        num_replicas=validated.num_replicas
+    )
+    app: Application = deployment.bind(parsed)
     return app

@@ -27,9 +27,10 @@ from services.ingress.core.admission import (
     estimate_tokens,
     render_chat,
 )
-from services.ingress.core.auth import APIKeyConfig, authenticate
-from services.ingress.core.errors import APIError, overloaded, server_error
+from services.ingress.core.auth import APIKeyConfig, Principal, authenticate
+from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
+from services.ingress.core.rate_limit import TokenRateLimiter
 from services.ingress.core.slo import SLOPolicy, resolve_slo
 from services.ingress.observer import NullObserver, RequestObserver
 from shared.domain import Request
@@ -77,6 +78,10 @@ class IngressArgs(BaseModel):
     call_timeout_s: float = Field(5.0, gt=0)
     """Deadline of each internal unary call (predict, report); past it the request fails
     fast with 503 instead of hanging."""
+    num_replicas: int = Field(2, ge=1)
+    """Ingress replicas. Two by default: a stream in flight through a replica that dies is cut
+    with its HTTP connection (Serve's proxy holds it; no error event can follow), but new
+    requests go to the survivor while Serve restarts the dead one."""
     max_admitting_requests: int = Field(1024, ge=1)
     """Requests this ingress replica holds in admission at once (predict + scheduler queue);
     beyond it new requests are answered 429 with Retry-After before any internal call."""
@@ -107,6 +112,7 @@ class Pipeline:
         self._tracer = tracer("ingress")
         self._background: set[asyncio.Task[None]] = set()
         self.admitting = 0
+        self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
         for m in args.models:
             if m.tokenizer:
@@ -183,6 +189,7 @@ class Pipeline:
                 arrival_s=time.time(),
                 config=self.args.admission,
             )
+            self._charge_rate_limit(principal, req)
             meta = request_to_meta(req)
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
@@ -190,11 +197,8 @@ class Pipeline:
             prediction = await self._predict(meta, prompt)
             span.set_attribute("slomesh.predicted_mean_tokens", prediction.mean_tokens)
             try:
-                reply = await self._call(
-                    "scheduler",
-                    "Admit",
-                    scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction),
-                    timeout_s=self.args.admit_timeout_s,
+                reply = await self._admit_call(
+                    scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
                 )
             except BaseException:
                 # cancelled (client gone) or failed while the scheduler may already have
@@ -262,6 +266,59 @@ class Pipeline:
                 )
             )
             self._report(req, replica, first, finish, tokens, reason)
+
+    async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:
+        """scheduler.Admit, retried while the scheduler is UNAVAILABLE (restarting: its queue
+        died with it) until admit_timeout_s is spent; then 503. A request queued in a scheduler
+        that dies is so admitted again by the new one, or answered with a clear error."""
+        deadline = time.monotonic() + self.args.admit_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self.client.call(
+                    "scheduler", "scheduler", "Admit", message, max(left, 0.1)
+                )
+            except CallFailed as err:
+                if err.code != "UNAVAILABLE" or left < 1.0:
+                    raise APIError(
+                        503,
+                        f"scheduler unavailable: {err.code}",
+                        "server_overloaded",
+                        None,
+                        "service_unavailable",
+                        1.0,
+                    ) from None
+            await asyncio.sleep(0.5)
+
+    def _charge_rate_limit(self, principal: Principal, req: Request) -> None:
+        """The key's token-rate limit (core/rate_limit.py): 429 + Retry-After when exceeded."""
+        limit = principal.tokens_per_minute
+        if limit is None:
+            return
+        tokens = req.input_tokens + req.max_tokens
+        try:
+            wait_s = self._rate_limiter.charge(principal.tenant, tokens, limit, time.monotonic())
+        except ValueError as err:
+            raise bad_request("max_tokens", str(err), "rate_limit_exceeded") from None
+        if wait_s > 0:
+            self.observer.rejected(req.slo.class_name, "rate limited")
+            raise overloaded(
+                f"rate limit: tenant '{principal.tenant}' may use {limit} tokens per minute",
+                wait_s,
+            )
+
+    async def health(self) -> tuple[bool, str]:
+        """Whether the mesh can admit a request now: the scheduler answers within the call
+        deadline and reports room (the ingress's /health turns 503 otherwise)."""
+        if self.admitting >= self.args.max_admitting_requests:
+            return False, "ingress at capacity (max_admitting_requests)"
+        try:
+            reply = await self.client.call(
+                "scheduler", "scheduler", "Health", scheduler_pb2.HealthQuery(), timeout_s=1.0
+            )
+        except CallFailed as err:
+            return False, f"scheduler unavailable: {err.code}"
+        return bool(reply.can_admit), str(reply.reason)
 
     async def _predict(
         self, meta: common_pb2.RequestMeta, prompt: str

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from services.predictor.core.base import PredictorKind
 from services.predictor.core.learned.predictor import LearnedConfig, LearnedPredictor
 
 DEFAULT_MODEL_RESOURCE = "models/default.npz"
@@ -69,3 +71,18 @@ def save_model(
     text = json.dumps(predictor.metadata(), indent=2, sort_keys=True) + "\n"
     _write_atomic(meta, text.encode())
     return p, meta
+
+
+def learned_from_config(config: Mapping[str, Any] | None = None) -> LearnedPredictor:
+    """Load config["model_path"] (None: the shipped default model) with these knobs. File I/O
+    stays here in the shell; the pure predictor only decodes bytes."""
+    cfg = LearnedConfig.model_validate(dict(config or {}))
+    return LearnedPredictor.from_bytes(read_model_bytes(cfg.model_path), cfg)
+
+
+LEARNED = PredictorKind(
+    name=LearnedPredictor.name,
+    create=learned_from_config,
+    restore=LearnedPredictor.from_state,
+)
+"""The learned predictor as the registry builds it (services/predictor/core/registry.py)."""

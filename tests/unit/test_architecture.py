@@ -21,14 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("shared", "services", "slomesh")
 GENERATED = ROOT / "shared" / "rpc" / "slomesh"
 MAX_LINES = 400
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"services.predictor.core.learned.predictor", "services.predictor.model_store"}): (
-        "LearnedPredictor.from_config imports model_store.read_model_bytes in its body while "
-        "model_store imports the predictor at the top: the pure core reaches into its shell. "
-        "To fix in services/predictor: read the model file in the shell (register the learned "
-        "kind's `create` there, or pass the bytes in), then delete this entry."
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 """Cycles that exist today, each with what must change; the test fails on any other cycle and
 when one of these is gone (so the entry gets deleted)."""
 

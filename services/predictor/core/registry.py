@@ -12,8 +12,9 @@ from shared.policy import Registry
 
 
 def _learned() -> PredictorKind:
-    # imported on first use: the learned predictor pulls in scikit-learn
-    from services.predictor.core.learned.predictor import LEARNED
+    # imported on first use: the learned predictor pulls in scikit-learn; its model file is
+    # read by the shell (model_store), so the pure core never does file I/O
+    from services.predictor.model_store import LEARNED
 
     return LEARNED
 

@@ -9,8 +9,8 @@ import pytest
 
 from services.profiler.deployment import ProfilerArgs, build_store
 from services.replica.vllm.config import VLLMEngineConfig
+from services.scheduler.args import SchedulerArgs, live_replicas, load_profile_files
 from services.scheduler.core.qlm.rwt import InstanceRates
-from services.scheduler.deployment import SchedulerArgs, live_replicas, load_profile_files
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.profiles import default_profile
 from shared.profiles.io import load_profiles, save_profiles

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.deployment import with_length_hint
+from services.scheduler.args import with_length_hint
 from shared.domain import SLO, Request
 from shared.rpc.slomesh.v1 import common_pb2
 

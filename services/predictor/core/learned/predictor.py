@@ -32,7 +32,6 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.predictor.core.base import PredictorKind
 from services.predictor.core.learned import codec
 from services.predictor.core.learned.features import FeatureBlocks, FeatureConfig, Featurizer
 from services.predictor.core.learned.history import LengthHistory
@@ -55,7 +54,7 @@ class LearnedConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     model_path: str | None = None
-    """Model file (.npz) to load in `from_config`; None: the shipped default model."""
+    """Model file (.npz) to load (services/predictor/model_store.py); None: the shipped default."""
 
     online_batch_size: int = Field(default=32, ge=1)
     """Completions per online partial_fit mini-batch."""
@@ -282,18 +281,3 @@ class LearnedPredictor:
             )
         config = LearnedConfig.model_validate(state.get("config") or {})
         return cls.from_bytes(base64.b64decode(state["model_npz_base64"]), config)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None = None) -> LearnedPredictor:
-        """Load config["model_path"] (None: the shipped default model) with these knobs."""
-        cfg = LearnedConfig.model_validate(dict(config or {}))
-        from services.predictor.model_store import read_model_bytes
-
-        return cls.from_bytes(read_model_bytes(cfg.model_path), cfg)
-
-
-LEARNED = PredictorKind(
-    name=LearnedPredictor.name,
-    create=LearnedPredictor.from_config,
-    restore=LearnedPredictor.from_state,
-)
