@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import context as otel_context
 from ray import serve
 from ray.serve import Application
+from ray.serve.config import BackpressureConfig
 
 from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
 from services.ingress.core.openai_schema import (
@@ -263,7 +264,10 @@ def build_app(args: dict[str, Any]) -> Application:
     validated = IngressArgs.model_validate(args)
     parsed = validated.model_dump(mode="json")
     deployment = IngressDeployment.options(  # type: ignore[attr-defined]
-        num_replicas=validated.num_replicas
+        num_replicas=validated.num_replicas,
+        max_ongoing_requests=validated.max_ongoing_requests,
+        max_queued_requests=validated.max_queued_at_proxy,
+        backpressure_config=BackpressureConfig(status_code=429, retry_after_s=1),
     )
     app: Application = deployment.bind(parsed)
     return app

@@ -82,6 +82,13 @@ class IngressArgs(BaseModel):
     """Ingress replicas. Two by default: a stream in flight through a replica that dies is cut
     with its HTTP connection (Serve's proxy holds it; no error event can follow), but new
     requests go to the survivor while Serve restarts the dead one."""
+    max_ongoing_requests: int = Field(64, ge=1)
+    """Requests (admission + streaming) one ingress replica serves at once; Serve's proxy holds
+    the rest in its queue."""
+    max_queued_at_proxy: int = Field(32, ge=1)
+    """Requests Serve's HTTP proxy queues for the ingress beyond max_ongoing_requests; past it
+    the proxy answers 429 with Retry-After itself, at once (its plain-text body, the cheapest
+    rejection there is: under CPU overload the ingress may not get to run at all)."""
     max_admitting_requests: int = Field(1024, ge=1)
     """Requests this ingress replica holds in admission at once (predict + scheduler queue);
     beyond it new requests are answered 429 with Retry-After before any internal call."""

@@ -66,7 +66,7 @@ class SchedulerArgs(BaseModel):
     max_queued_requests: int = Field(10_000, ge=0)
     """Queueing policies (`qlm`): requests held in the global queue at most; beyond it arrivals
     are rejected with Retry-After."""
-    max_queue_wait_ms: float = Field(8000.0, gt=0)
+    max_queue_wait_ms: float = Field(4000.0, gt=0)
     """Queueing policies: longest a request waits in the global queue (its TTFT deadline bounds
     it further); then it is answered 429 with Retry-After instead of being left to time out."""
     queue_reject_margin_ms: float = Field(100.0, ge=0)

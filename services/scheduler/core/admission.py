@@ -47,7 +47,7 @@ class AdmissionCore:
         policy_label: str,
         max_in_flight: int,
         max_queued: int = 100_000,
-        max_queue_wait_s: float = 8.0,
+        max_queue_wait_s: float = 4.0,
     ) -> None:
         if not replicas:
             raise ValueError("scheduler.replicas must list at least one replica")
