@@ -76,7 +76,9 @@ class SchedulerArgs(BaseModel):
     """An admission the replica does not hold this long after placement is released (its
     caller never started the stream or died mid-stream, so no report will come)."""
     reconcile_interval_ms: float = Field(1000.0, gt=0)
-    """How often admissions are reconciled with the replicas' Status (while any are open)."""
+    """How often every replica's Status is asked: health, and admissions to reconcile."""
+    status_timeout_ms: float = Field(1500.0, gt=0)
+    """A replica whose Status takes longer is unhealthy until it answers again."""
     tick_interval_ms: float = Field(100.0, gt=0)
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()

@@ -82,6 +82,11 @@ class AdmissionCore:
         serving = [r for r in self.replicas.values() if r.serves(request.model)]
         if not serving:
             return self._reject(f"no replica serves model '{request.model}'", 0.0)
+        serving = [r for r in serving if r.healthy]
+        if not serving:
+            return self._reject(
+                f"unavailable: no healthy replica serves model '{request.model}'", 0.0
+            )
         if len(self._queued) >= self.max_queued:
             return self._reject(
                 f"overloaded: {len(self._queued)} requests queued (max_queued_requests)", 1.0
@@ -119,7 +124,10 @@ class AdmissionCore:
         """Whether a new request could be admitted now, and why not."""
         if len(self._queued) >= self.max_queued:
             return False, f"global queue full ({len(self._queued)} requests)"
-        if all(len(r.in_flight) >= self.max_in_flight for r in self.replicas.values()):
+        healthy = [r for r in self.replicas.values() if r.healthy]
+        if not healthy:
+            return False, "no replica answers"
+        if all(len(r.in_flight) >= self.max_in_flight for r in healthy):
             return False, f"every replica has {self.max_in_flight} requests in flight"
         return True, ""
 
@@ -135,7 +143,8 @@ class AdmissionCore:
         request = owner.forget(request_id)
         if request is not None:
             self.policy.on_finish(request, owner.application, output_tokens, now_s)
-        self.policy.on_step_end(owner, now_s)  # room freed: the replica may pull
+        if owner.healthy:
+            self.policy.on_step_end(owner, now_s)  # room freed: the replica may pull
         self._collect(now_s)
         return owner
 
@@ -172,8 +181,24 @@ class AdmissionCore:
     def tick(self, now_s: float) -> None:
         """Periodic: let every replica pull and the policy re-check its predictions."""
         for rep in self.replicas.values():
-            self.policy.on_step_end(rep, now_s)
+            if rep.healthy:
+                self.policy.on_step_end(rep, now_s)
         self._collect(now_s)
+
+    def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
+        """Record whether replica `application` answers; True when that changed. A replica that
+        stops answering gets no new placements or pulls and its queued work is re-planned over
+        the others (policy.on_instance_lost); its requests in flight fail at the ingress, which
+        reports them. It takes work again once it answers (the policy meets it again with the
+        next arrival)."""
+        rep = self.replicas.get(application)
+        if rep is None or rep.healthy == healthy:
+            return False
+        rep.healthy = healthy
+        if not healthy:
+            self.policy.on_instance_lost(application, now_s)
+            self._collect(now_s)
+        return True
 
     def take_dispatched(self) -> list[tuple[Request, LiveReplica]]:
         """Placements made since the last call (queued requests pulled by a replica)."""

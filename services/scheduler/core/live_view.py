@@ -39,6 +39,8 @@ class LiveReplica:
     submitted: list[Request] = field(default_factory=list)
     placed_s: dict[str, float] = field(default_factory=dict)
     """When each in-flight or evicted request was placed here (its admission lease starts)."""
+    healthy: bool = True
+    """False while the replica does not answer Status: nothing is placed or pulled there."""
 
     @property
     def name(self) -> str:

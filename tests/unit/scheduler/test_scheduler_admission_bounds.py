@@ -137,3 +137,26 @@ def test_health_says_why_the_scheduler_cannot_admit() -> None:
     assert not ok and "every replica has 2 requests in flight" in reason
     core.report("a", 3, 1.0)
     assert core.health() == (True, "")
+
+
+def test_an_unhealthy_replica_gets_nothing_until_it_answers_again() -> None:
+    reps = [
+        LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1),
+        LiveReplica("replica-1", "cpu", "m", None, max_num_seqs=1),
+    ]
+    core = AdmissionCore(reps, create_global_policy("qlm"), "qlm", 64)
+    assert core.set_health("replica-1", False, 0.0)
+    assert not core.set_health("replica-1", False, 0.0)  # no change
+    for k in range(12):
+        core.admit(req(f"r{k}"), 0.0)
+    core.tick(0.5)
+    assert not reps[1].in_flight and reps[0].in_flight  # nothing placed or pulled there
+    assert core.set_health("replica-0", False, 1.0)
+    decision = core.admit(req("late"), 1.0)
+    assert not decision.admitted and decision.retry_after_s == 0.0  # 503 at once
+    assert "no healthy replica" in decision.reason
+    assert core.health() == (False, "no replica answers")
+    assert core.set_health("replica-1", True, 2.0)
+    core.admit(req("after"), 2.0)  # the policy meets the replica again with the next arrival
+    core.tick(2.0)
+    assert reps[1].in_flight  # it answers again: it takes work
