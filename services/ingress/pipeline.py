@@ -20,17 +20,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.ingress.core.admission import (
+from services.ingress.core.auth import APIKeyConfig, Principal, authenticate
+from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
+from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
+from services.ingress.core.rate_limit import TokenRateLimiter
+from services.ingress.core.request_meta import (
     AdmissionConfig,
     ModelInfo,
     build_request_meta,
     estimate_tokens,
     render_chat,
 )
-from services.ingress.core.auth import APIKeyConfig, Principal, authenticate
-from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
-from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
-from services.ingress.core.rate_limit import TokenRateLimiter
 from services.ingress.core.slo import SLOPolicy, resolve_slo
 from services.ingress.observer import NullObserver, RequestObserver
 from shared.domain import Request

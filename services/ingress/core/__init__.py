@@ -8,12 +8,6 @@
 - `admission`: validated request to `shared.domain.Request` metadata.
 """
 
-from services.ingress.core.admission import (
-    AdmissionConfig,
-    ModelInfo,
-    build_request_meta,
-    render_chat,
-)
 from services.ingress.core.auth import APIKeyConfig, KeyEntry, Principal, authenticate
 from services.ingress.core.errors import APIError, from_validation_error
 from services.ingress.core.openai_responses import ChunkStream, sse
@@ -24,6 +18,12 @@ from services.ingress.core.openai_schema import (
     SLOObject,
     parse_body,
     validate_body,
+)
+from services.ingress.core.request_meta import (
+    AdmissionConfig,
+    ModelInfo,
+    build_request_meta,
+    render_chat,
 )
 from services.ingress.core.slo import SLOClassSpec, SLOLimits, SLOPolicy, resolve_slo
 

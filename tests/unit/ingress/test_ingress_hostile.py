@@ -13,9 +13,9 @@ import pytest
 from conftest import FakeMesh, build_ingress
 from fastapi.testclient import TestClient
 
-from services.ingress.core.admission import estimate_tokens
 from services.ingress.core.errors import APIError
 from services.ingress.core.json_body import decode_json, nesting_depth
+from services.ingress.core.request_meta import estimate_tokens
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
