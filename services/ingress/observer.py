@@ -6,6 +6,8 @@ plugs in `ServeMetricsObserver`, which exports through Ray Serve's metrics API (
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Protocol
 
 from shared.metrics.records import RequestRecord
@@ -29,44 +31,123 @@ class NullObserver:
         pass
 
 
-_LATENCY_BOUNDS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 60.0, 300.0]
+# the preset classes' TTFT SLOs (0.5, 3, 15, 20, 60 s) and TPOT targets (30, 50 ms) are bounds
+_LATENCY_BOUNDS_S = [
+    *(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0),
+    *(10.0, 15.0, 20.0, 30.0, 60.0, 300.0),
+]
 _TPOT_BOUNDS_S = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0]
+
+REJECTION_KINDS: tuple[tuple[str, str], ...] = (
+    ("ingress at capacity", "ingress_capacity"),
+    ("rate limit", "rate_limited"),
+    ("serves model", "no_replica"),
+    ("(max_queued_requests)", "queue_full"),
+    ("requests in flight", "replicas_full"),
+    ("queued ahead drain", "queue_drain"),
+    ("cannot be met from the queue", "queue_deadline"),
+    ("predicted TTFT", "predicted_infeasible"),
+)
+"""(substring of the reason text, `reason` label): a bounded label set for the dashboard; the
+texts are those of the ingress and the scheduler's admission core and policies."""
+
+
+def rejection_kind(reason: str) -> str:
+    """The `reason` label of a rejection reason text; `other` for texts not listed."""
+    for needle, kind in REJECTION_KINDS:
+        if needle in reason:
+            return kind
+    return "other"
+
+
+def outcome(record: RequestRecord) -> str:
+    """`met` (SLO met), `missed` (finished late) or `failed` (no first token, or never
+    finished: aborted by the client or failed mid-stream)."""
+    if record.slo_met:
+        return "met"
+    return "missed" if record.finished else "failed"
 
 
 class ServeMetricsObserver:
-    """Prometheus metrics through ray.serve.metrics: per SLO class TTFT/TPOT histograms and
-    SLO met/missed counters, and admission rejections by reason kind."""
+    """Prometheus metrics through ray.serve.metrics. Ray's exporter prefixes every name with
+    `ray_` (`ray_slomesh_ttft_seconds_bucket`); counters are registered with their `_total`.
+    Serve adds the labels application, deployment and replica. See deploy/grafana/README.md."""
 
     def __init__(self) -> None:
         from ray.serve import metrics
 
-        keys = ("slo_class",)
+        keys = ("model", "slo_class")
         self._ttft = metrics.Histogram(
-            "slomesh_ttft_s", "time to first token", _LATENCY_BOUNDS_S, tag_keys=keys
+            "slomesh_ttft_seconds",
+            "time to first token (s)",
+            _LATENCY_BOUNDS_S,
+            tag_keys=keys,  # type: ignore[arg-type]  # ray hints tuple[str]
         )
         self._tpot = metrics.Histogram(
-            "slomesh_tpot_s", "mean time per output token", _TPOT_BOUNDS_S, tag_keys=keys
+            "slomesh_tpot_seconds",
+            "mean time per output token after the first (s)",
+            _TPOT_BOUNDS_S,
+            tag_keys=keys,  # type: ignore[arg-type]
         )
-        self._slo = metrics.Counter(
-            "slomesh_requests",
-            "requests by SLO outcome",
-            tag_keys=("slo_class", "outcome"),  # type: ignore[arg-type]  # ray hints tuple[str]
+        self._slo_ttft = metrics.Gauge(
+            "slomesh_slo_ttft_seconds",
+            "TTFT SLO of the class (s), as its last finished request carried it",
+            tag_keys=("slo_class",),
+        )
+        self._slo_tpot = metrics.Gauge(
+            "slomesh_slo_tpot_seconds",
+            "TPOT target of the class (s), as its last finished request carried it",
+            tag_keys=("slo_class",),
+        )
+        self._requests = metrics.Counter(
+            "slomesh_requests_total",
+            "admitted requests by SLO outcome: met, missed (finished late), failed",
+            tag_keys=("model", "slo_class", "outcome"),  # type: ignore[arg-type]
+        )
+        self._tokens = metrics.Counter(
+            "slomesh_output_tokens_total",
+            "output tokens streamed, by the SLO outcome of their request (met: goodput)",
+            tag_keys=("model", "slo_class", "outcome"),  # type: ignore[arg-type]
         )
         self._rejected = metrics.Counter(
-            "slomesh_rejected",
-            "admissions rejected",
+            "slomesh_rejected_total",
+            "requests rejected at admission (429/503), by reason",
             tag_keys=("slo_class", "reason"),  # type: ignore[arg-type]
         )
+        self._targets: dict[tuple[str, str], float] = {}
+        """(gauge, class) -> SLO target, re-set every 5 s: Ray's exporter drops a gauge not set
+        for ~20 s, and an idle class's target must stay on the dashboard."""
+        self._refresher: asyncio.Task[None] | None = None
 
     def finished(self, record: RequestRecord) -> None:
-        tags = {"slo_class": record.class_name}
+        cls = record.class_name
+        tags = {"model": record.model, "slo_class": cls}
         if record.ttft_s is not None:
             self._ttft.observe(record.ttft_s, tags=tags)
         if record.tpot_s is not None and record.output_tokens > 1:
             self._tpot.observe(record.tpot_s, tags=tags)
-        outcome = "met" if record.slo_met else "missed"
-        self._slo.inc(tags={"slo_class": record.class_name, "outcome": outcome})
+        self._targets[("ttft", cls)] = record.ttft_deadline_s
+        self._slo_ttft.set(record.ttft_deadline_s, tags={"slo_class": cls})
+        if record.tpot_target_s is not None:
+            self._targets[("tpot", cls)] = record.tpot_target_s
+            self._slo_tpot.set(record.tpot_target_s, tags={"slo_class": cls})
+        if self._refresher is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: called outside Serve
+                self._refresher = asyncio.get_running_loop().create_task(self._keep_targets())
+        tags = {**tags, "outcome": outcome(record)}
+        self._requests.inc(tags=tags)
+        if record.output_tokens > 0:
+            self._tokens.inc(record.output_tokens, tags=tags)
+
+    def _set_targets(self) -> None:
+        for (kind, cls), value in self._targets.items():
+            gauge = self._slo_ttft if kind == "ttft" else self._slo_tpot
+            gauge.set(value, tags={"slo_class": cls})
+
+    async def _keep_targets(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            self._set_targets()
 
     def rejected(self, slo_class: str, reason: str) -> None:
-        kind = reason.split(":", 1)[0][:40]
-        self._rejected.inc(tags={"slo_class": slo_class, "reason": kind})
+        self._rejected.inc(tags={"slo_class": slo_class, "reason": rejection_kind(reason)})

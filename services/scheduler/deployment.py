@@ -18,6 +18,7 @@ from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.qlm.length_estimates import hint_from_prediction
+from services.scheduler.metrics import SchedulerMetrics
 from shared.domain import HardwareProfile, Request
 from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
@@ -167,18 +168,8 @@ class SchedulerDeployment:
         self.states: dict[str, common_pb2.ReplicaState] = {}
         self.client = MeshClient(transport=self.args.transport)
         self._tasks: set[asyncio.Task[None]] = set()
-        from ray.serve import metrics
-
-        self._in_flight = metrics.Gauge(
-            "slomesh_in_flight",
-            "requests admitted and not yet finished",
-            tag_keys=("serving_replica",),
-        )
-        self._policy_gauge = metrics.Gauge(
-            "slomesh_scheduler_policy",
-            "queueing-policy counters: queued requests, replans, reordered groups, rejections",
-            tag_keys=("counter",),
-        )
+        self._metrics = SchedulerMetrics()  # names as scraped: deploy/grafana/README.md
+        self._in_flight = self._metrics.in_flight
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -324,13 +315,8 @@ class SchedulerDeployment:
                 await self.client.call(action.application, "replica", method, message)
 
     def _report_policy_stats(self) -> None:
-        """Span-free counters of queueing policies (replans, evictions) as metrics."""
-        stats = getattr(self.core.policy, "stats", None)
-        if stats is None:
-            return
-        for name in ("replans", "reordered_groups", "rejected_infeasible"):
-            self._policy_gauge.set(float(getattr(stats, name, 0)), tags={"counter": name})
-        self._policy_gauge.set(float(self.core.queued), tags={"counter": "queued"})
+        """Admission state and queueing-policy events as metrics (services/scheduler/metrics.py)."""
+        self._metrics.report(self.core)
 
     async def Health(
         self,

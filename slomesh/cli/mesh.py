@@ -180,8 +180,11 @@ def _builder(import_path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
-    """Start Ray, Serve and every application; returns the seconds it took."""
+def start(
+    config: dict[str, Any], num_cpus: int | None = None, metrics_port: int | None = None
+) -> float:
+    """Start Ray, Serve and every application; returns the seconds it took. Ray's Prometheus
+    exporter listens on `metrics_port` (None: a port Ray picks; deploy/grafana/README.md)."""
     import ray
     from ray import serve
     from ray.serve.api import RunTarget
@@ -193,7 +196,12 @@ def start(config: dict[str, Any], num_cpus: int | None = None) -> float:
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
     # shares the real cores among them
     cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        num_cpus=cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        _metrics_export_port=metrics_port,
+    )
     serve.start(
         proxy_location=config.get("proxy_location", "HeadOnly"),
         http_options=config.get("http_options", {}),

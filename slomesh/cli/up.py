@@ -3,10 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
+
+DEFAULT_METRICS_PORT = 8080
+"""Where `slomesh up` exports Prometheus metrics (Ray's `_metrics_export_port`)."""
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
+
+
+def metrics_url(port: int) -> str:
+    """The scrape URL of Ray's metrics export on this machine."""
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def check_metrics_port_free(port: int) -> None:
+    """Ray's exporter binds `port` on every interface and fails late when it is taken: refuse
+    first, naming it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Ray's HTTP server
+        try:
+            sock.bind(("", port))
+        except OSError as err:
+            raise UsageError(
+                f"--metrics-port: port {port} is taken ({err.strerror}); stop the other "
+                "exporter or pick another port"
+            ) from None
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +63,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="a `slomesh profile` file for the scheduler, profiler and matching vLLM replicas "
         "(repeatable; default with --engine vllm and no --config: the shipped measured profile "
         "of the tiny CPU model, deploy/ray/profiles/cpu-tiny-llama.json)",
+    )
+    up.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=DEFAULT_METRICS_PORT,
+        help="port of the Prometheus scrape endpoint (Ray's metrics export, all interfaces; "
+        f"default {DEFAULT_METRICS_PORT}); see deploy/grafana/README.md",
     )
     up.add_argument(
         "--exit-after-start",
@@ -82,10 +119,14 @@ def run_up(args: argparse.Namespace) -> int:
         mesh.check_ports_free(config)
     except mesh.PortTaken as err:
         raise UsageError(str(err)) from None
+    check_metrics_port_free(args.metrics_port)
     try:
-        took = mesh.start(config, args.num_cpus)
+        took = mesh.start(config, args.num_cpus, metrics_port=args.metrics_port)
         http, grpc = mesh.endpoints(config)
-        print(f"slomesh is up in {took:.1f} s: OpenAI API {http}, gRPC {grpc}")
+        print(
+            f"slomesh is up in {took:.1f} s: OpenAI API {http}, gRPC {grpc}, "
+            f"Prometheus metrics {metrics_url(args.metrics_port)}"
+        )
         print("applications: " + ", ".join(a["name"] for a in config["applications"]))
         if not args.exit_after_start:
             print("Ctrl-C to stop")

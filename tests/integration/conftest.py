@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from slomesh.cli import mesh
+from slomesh.cli.up import DEFAULT_METRICS_PORT, metrics_url
 
 TINY = "tiny-llama"
 
@@ -52,9 +53,15 @@ def live_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     trace_file = tmp_path_factory.mktemp("traces") / "spans.jsonl"
     tiny = build_tiny_model(tmp_path_factory.mktemp("models") / TINY)
     config = mesh_config(trace_file, tiny)
-    mesh.start(config, num_cpus=8)
+    mesh.start(config, num_cpus=8, metrics_port=DEFAULT_METRICS_PORT)
     http, grpc_target = mesh.endpoints(config)
     try:
-        yield {"config": config, "http": http, "grpc": grpc_target, "traces": trace_file}
+        yield {
+            "config": config,
+            "http": http,
+            "grpc": grpc_target,
+            "traces": trace_file,
+            "metrics": metrics_url(DEFAULT_METRICS_PORT),
+        }
     finally:
         mesh.stop()

@@ -1,0 +1,92 @@
+"""The scheduler's Prometheus metrics, through ray.serve.metrics.
+
+Ray's exporter serves them as `ray_<name>` (deploy/grafana/README.md lists them as scraped).
+Gauges are re-set every few seconds: Ray drops a gauge not set for two report intervals (~20 s),
+and an idle or stuck mesh must not vanish from the dashboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from services.scheduler.core.admission import AdmissionCore
+
+REFRESH_S = 5.0
+"""How often the gauges are re-set without a dispatch (Ray drops them after ~20 s)."""
+
+POLICY_EVENTS = (
+    "replans",
+    "reordered_groups",
+    "predicted_violations",
+    "rejected_infeasible",
+    "rebalances",
+    "reclusters",
+    "instances_lost",
+)
+"""Counters of a queueing policy's `stats` (QLMStats) exported as events."""
+
+
+class SchedulerMetrics:
+    """In flight and evicted per replica, the global queue, each virtual queue, and the queueing
+    policy's events."""
+
+    def __init__(self) -> None:
+        from ray.serve import metrics
+
+        self.in_flight = metrics.Gauge(
+            "slomesh_in_flight_requests",
+            "requests admitted to the replica and not yet finished",
+            tag_keys=("serving_replica",),
+        )
+        self._evicted = metrics.Gauge(
+            "slomesh_evicted_requests",
+            "requests evicted from the replica and waiting to resume",
+            tag_keys=("serving_replica",),
+        )
+        self._queued = metrics.Gauge(
+            "slomesh_queued_requests",
+            "requests held in the scheduler's global queue (queueing policies)",
+        )
+        self._vq_depth = metrics.Gauge(
+            "slomesh_virtual_queue_requests",
+            "queued requests per virtual queue (qlm: the groups ordered for one replica)",
+            tag_keys=("virtual_queue",),
+        )
+        self._policy_events = metrics.Counter(
+            "slomesh_scheduler_policy_events_total",
+            "queueing-policy events: " + ", ".join(POLICY_EVENTS),
+            tag_keys=("event",),
+        )
+        self._seen: dict[str, int] = {}
+        self._refresher: asyncio.Task[None] | None = None
+
+    def report(self, core: AdmissionCore) -> None:
+        """Set the gauges from `core` and count the policy's new events; from the first call
+        on an event loop, again every REFRESH_S."""
+        if self._refresher is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: called outside Serve
+                self._refresher = asyncio.get_running_loop().create_task(self._refresh(core))
+        for name, rep in core.replicas.items():
+            self.in_flight.set(len(rep.in_flight), tags={"serving_replica": name})
+            self._evicted.set(len(rep.evicted), tags={"serving_replica": name})
+        self._queued.set(core.queued)
+        vqs = getattr(core.policy, "vqs", None)
+        grouper = getattr(core.policy, "grouper", None)
+        if vqs is not None and grouper is not None:  # QLM's virtual queues
+            sizes = {g.group_id: g.size for g in grouper.groups()}
+            for queue in vqs.names():
+                depth = sum(sizes.get(g, 0) for g in vqs.order(queue))
+                self._vq_depth.set(depth, tags={"virtual_queue": queue})
+        stats = getattr(core.policy, "stats", None)
+        for event in POLICY_EVENTS if stats is not None else ():
+            value = int(getattr(stats, event, 0))
+            delta = value - self._seen.get(event, 0)
+            self._seen[event] = value
+            if delta > 0:  # Ray refuses inc(0): a counter appears with its first event
+                self._policy_events.inc(delta, tags={"event": event})
+
+    async def _refresh(self, core: AdmissionCore) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            self.report(core)
