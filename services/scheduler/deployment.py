@@ -4,147 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
+from services.scheduler.args import SchedulerArgs, live_replicas, with_length_hint
 from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
-from services.scheduler.core.qlm.length_estimates import hint_from_prediction
 from services.scheduler.metrics import SchedulerMetrics
-from shared.domain import HardwareProfile, Request
-from shared.profiles.defaults import default_profile
-from shared.profiles.io import load_profiles
-from shared.rpc.client import CallFailed, MeshClient, Transport
+from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
-from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
-
-
-class ReplicaEntry(BaseModel):
-    """One replica the scheduler may place requests on."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    application: str
-    """Serve application name of the replica."""
-    gpu: str
-    """GPU type ("cpu" for CPU replicas)."""
-    model: str
-    """Served model name."""
-    node: str = ""
-    """Node the replica runs on (informational)."""
-    tensor_parallel: int = Field(1, ge=1)
-    """GPUs of the replica."""
-
-
-class SchedulerArgs(BaseModel):
-    """Arguments of the scheduler application."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    policy: str = "qlm"
-    """Global policy, a name from services/scheduler/core/policies.py (qlm, round-robin,
-    least-loaded, oracle-ttft, batching)."""
-    policy_options: dict[str, Any] = Field(default_factory=dict)
-    """That policy's config (QLMConfig or BatchingConfig fields; none for routers)."""
-    policy_label: str | None = None
-    """Name reported with each decision (the serving stack `slomesh up --policy` resolved);
-    None: the policy name."""
-    replicas: list[ReplicaEntry] = Field(min_length=1)
-    """The replicas to place on."""
-    transport: Transport = "handle"
-    """How the scheduler calls replicas (Evict / Resume): Serve handles or the gRPC proxy."""
-    max_in_flight_per_replica: int = Field(256, ge=1)
-    """Admission limit per replica; beyond it requests are rejected with Retry-After."""
-    max_num_seqs_per_replica: int = Field(8, ge=1)
-    """Requests a replica's engine runs at once (queueing policies pull beyond it only into a
-    short engine-side window)."""
-    max_queued_requests: int = Field(10_000, ge=0)
-    """Queueing policies (`qlm`): requests held in the global queue at most; beyond it arrivals
-    are rejected with Retry-After."""
-    max_queue_wait_ms: float = Field(8000.0, gt=0)
-    """Queueing policies: longest a request waits in the global queue (its TTFT deadline bounds
-    it further); then it is answered 429 with Retry-After instead of being left to time out."""
-    queue_reject_margin_ms: float = Field(100.0, ge=0)
-    """A queued request is answered 429 once its TTFT deadline is closer than this: it could
-    not get its first token in time anyway."""
-    admit_lease_ms: float = Field(5000.0, gt=0)
-    """An admission the replica does not hold this long after placement is released (its
-    caller never started the stream or died mid-stream, so no report will come)."""
-    reconcile_interval_ms: float = Field(1000.0, gt=0)
-    """How often admissions are reconciled with the replicas' Status (while any are open)."""
-    tick_interval_ms: float = Field(100.0, gt=0)
-    """How often queueing policies are given the chance to pull and re-plan without a report."""
-    tracing: TracingConfig = TracingConfig()
-    """Span export."""
-    profile_files: list[str] = Field(default_factory=list)
-    """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
-    replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""
-
-
-ProfileKey = tuple[str, str, int]
-
-
-def load_profile_files(paths: list[str]) -> dict[ProfileKey, HardwareProfile]:
-    """The profiles of `paths` by (gpu, model, tensor_parallel); a later file wins a key."""
-    out: dict[ProfileKey, HardwareProfile] = {}
-    for path in paths:
-        for p in load_profiles(Path(path).expanduser()):
-            out[(p.gpu, p.model, p.tensor_parallel)] = p
-    return out
-
-
-def _profile(
-    gpu: str,
-    model: str,
-    tensor_parallel: int = 1,
-    loaded: Mapping[ProfileKey, HardwareProfile] | None = None,
-) -> HardwareProfile | None:
-    """A loaded (measured) profile of the replica first, else the roofline default."""
-    hit = (loaded or {}).get((gpu, model, tensor_parallel))
-    if hit is not None:
-        return hit
-    try:
-        return default_profile(gpu, model)
-    except ValueError:
-        return None  # not in the catalogue (e.g. the local CPU model): routers that need one say so
-
-
-def with_length_hint(req: Request, prediction: common_pb2.LengthPrediction) -> Request:
-    """`req` carrying the ingress's length prediction (made with the prompt), when it has one."""
-    hint = hint_from_prediction(
-        prediction.mean_tokens,
-        list(prediction.bucket_upper_tokens),
-        list(prediction.bucket_probs),
-        req.max_tokens,
-        prediction.predictor_version,
-    )
-    return req if hint is None else dataclasses.replace(req, length_hint=hint)
-
-
-def live_replicas(args: SchedulerArgs) -> list[LiveReplica]:
-    """The scheduler's view of its replicas, each with its profile (loaded files first)."""
-    loaded = load_profile_files(args.profile_files)
-    return [
-        LiveReplica(
-            r.application,
-            r.gpu,
-            r.model,
-            _profile(r.gpu, r.model, r.tensor_parallel, loaded),
-            max_num_seqs=args.max_num_seqs_per_replica,
-        )
-        for r in args.replicas
-    ]
+from shared.telemetry import incoming_context, setup_tracing, tracer
 
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
@@ -182,6 +58,7 @@ class SchedulerDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.AdmitReply:
         require_mesh_credential(grpc_context, "scheduler.Admit")
+        self._start_reconciler()  # replica health and lease checks run from the first request
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
             req = with_length_hint(request_from_meta(request.meta), request.prediction)
@@ -207,7 +84,6 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
-            self._start_reconciler()
             self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
@@ -269,28 +145,38 @@ class SchedulerDeployment:
         if self._reconciler is None or self._reconciler.done():
             self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
 
-    def _open_admissions(self) -> int:
-        return sum(len(r.in_flight) + len(r.evicted) for r in self.core.replicas.values())
-
     async def _reconcile_loop(self) -> None:
-        """Release admissions no replica holds (module docstring of core/admission.py)."""
-        while self._open_admissions():
+        """Every reconcile interval, ask each replica's Status (in parallel, with a deadline):
+        a replica that does not answer is marked unhealthy (no placements or pulls) until it
+        answers again; admissions a replica does not hold are released (core/admission.py)."""
+        while True:
             await asyncio.sleep(self.args.reconcile_interval_ms / 1e3)
-            for name, rep in list(self.core.replicas.items()):
-                if not (rep.in_flight or rep.evicted):
+            names = list(self.core.replicas)
+            states = await asyncio.gather(*(self._status(n) for n in names))
+            for name, state in zip(names, states, strict=True):
+                now = time.time()
+                if self.core.set_health(name, state is not None, now):
+                    self._dispatch()
+                if state is None:
                     continue
-                try:
-                    state = await self.client.call(
-                        name, "replica", "Status", replica_pb2.StatusQuery()
-                    )
-                except CallFailed:
-                    continue  # its streams fail at the ingress, which reports them
                 lost = self.core.release_unheld(
-                    name, set(state.request_ids), time.time(), self.args.admit_lease_ms / 1e3
+                    name, set(state.request_ids), now, self.args.admit_lease_ms / 1e3
                 )
                 if lost:
                     self._dispatch()
-                    self._in_flight.set(len(rep.in_flight), tags={"serving_replica": name})
+
+    async def _status(self, name: str) -> common_pb2.ReplicaState | None:
+        try:
+            state: common_pb2.ReplicaState = await self.client.call(
+                name,
+                "replica",
+                "Status",
+                replica_pb2.StatusQuery(),
+                self.args.status_timeout_ms / 1e3,
+            )
+            return state
+        except CallFailed:
+            return None
 
     def _dispatch(self) -> None:
         """Release pulled requests to their callers; carry out evict/resume off the request path."""
@@ -325,6 +211,7 @@ class SchedulerDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.HealthReply:
         require_mesh_credential(grpc_context, "scheduler.Health")
+        self._start_reconciler()
         ok, reason = self.core.health()
         return scheduler_pb2.HealthReply(
             can_admit=ok,
