@@ -21,6 +21,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.config import BackpressureConfig
 
+from services.ingress.args import IngressArgs
 from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
 from services.ingress.core.openai_schema import (
     SSE_DONE,
@@ -42,7 +43,7 @@ from services.ingress.http_api import (
     read_body,
 )
 from services.ingress.observer import ServeMetricsObserver
-from services.ingress.pipeline import Admitted, IngressArgs, Pipeline
+from services.ingress.pipeline import Admitted, Pipeline
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
 

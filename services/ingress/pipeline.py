@@ -18,83 +18,26 @@ from typing import Any, Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from pydantic import BaseModel, ConfigDict, Field
 
-from services.ingress.core.auth import APIKeyConfig, Principal, authenticate
+from services.ingress.args import IngressArgs
+from services.ingress.core.auth import Principal, authenticate
 from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
 from services.ingress.core.rate_limit import TokenRateLimiter
 from services.ingress.core.request_meta import (
-    AdmissionConfig,
     ModelInfo,
     build_request_meta,
     estimate_tokens,
     render_chat,
 )
-from services.ingress.core.slo import SLOPolicy, resolve_slo
+from services.ingress.core.slo import resolve_slo
 from services.ingress.observer import NullObserver, RequestObserver
 from shared.domain import Request
 from shared.metrics.records import RequestRecord
-from shared.rpc.client import CallFailed, MeshClient, Transport
+from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
-from shared.telemetry import TracingConfig, trace_headers, tracer
-
-
-class ServedModel(BaseModel):
-    """A model the ingress accepts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    """Name clients put in `model`."""
-    max_model_len: int = Field(4096, ge=2)
-    """Context length in tokens (prompt + output)."""
-    tokenizer: str | None = None
-    """Tokenizer path/name for exact prompt token counts and chat templates; None: estimate
-    tokens as ceil(1.3 x words) (the simulated engine's models)."""
-
-
-class IngressArgs(BaseModel):
-    """Arguments of the ingress application."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    models: list[ServedModel] = Field(min_length=1)
-    """Served models."""
-    transport: Transport = "handle"
-    """How the ingress calls the other services: "handle" (Serve deployment handles, no proxy
-    hop) or "grpc" (through Serve's gRPC proxy at grpc_target). Same protobuf contracts."""
-    grpc_target: str = "127.0.0.1:9000"
-    """Serve's gRPC proxy, for transport "grpc"."""
-    api_keys: APIKeyConfig = APIKeyConfig()
-    """API keys (none required by default)."""
-    slo: SLOPolicy = SLOPolicy()
-    """SLO classes and limits."""
-    admission: AdmissionConfig = AdmissionConfig()
-    """max_tokens default and priority range."""
-    tracing: TracingConfig = TracingConfig()
-    """Span export."""
-    call_timeout_s: float = Field(5.0, gt=0)
-    """Deadline of each internal unary call (predict, report); past it the request fails
-    fast with 503 instead of hanging."""
-    num_replicas: int = Field(2, ge=1)
-    """Ingress replicas. Two by default: a stream in flight through a replica that dies is cut
-    with its HTTP connection (Serve's proxy holds it; no error event can follow), but new
-    requests go to the survivor while Serve restarts the dead one."""
-    max_ongoing_requests: int = Field(64, ge=1)
-    """Requests (admission + streaming) one ingress replica serves at once; Serve's proxy holds
-    the rest in its queue."""
-    max_queued_at_proxy: int = Field(32, ge=1)
-    """Requests Serve's HTTP proxy queues for the ingress beyond max_ongoing_requests; past it
-    the proxy answers 429 with Retry-After itself, at once (its plain-text body, the cheapest
-    rejection there is: under CPU overload the ingress may not get to run at all)."""
-    max_admitting_requests: int = Field(1024, ge=1)
-    """Requests this ingress replica holds in admission at once (predict + scheduler queue);
-    beyond it new requests are answered 429 with Retry-After before any internal call."""
-    admit_timeout_s: float = Field(12.0, gt=0)
-    """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
-    the scheduler's max_queue_wait_ms."""
+from shared.telemetry import trace_headers, tracer
 
 
 @dataclass
@@ -247,6 +190,7 @@ class Pipeline:
         first = finish = 0.0
         tokens, reason = 0, "abort"
         try:
+            await self._accepted(call, replica.application)
             async for chunk in call:
                 if not first and chunk.output_tokens:
                     first = time.time()
@@ -273,6 +217,21 @@ class Pipeline:
                 )
             )
             self._report(req, replica, first, finish, tokens, reason)
+
+    async def _accepted(
+        self, call: AsyncIterator[replica_pb2.ReplicaChunk], application: str
+    ) -> None:
+        """Wait for the replica's accept marker (its first, empty chunk): a replica that is gone
+        (its node lost, its actor not yet replaced) fails the request within
+        replica_accept_timeout_s with a clear error instead of holding the stream open."""
+        try:
+            marker = await asyncio.wait_for(anext(call), self.args.replica_accept_timeout_s)
+        except TimeoutError:
+            raise CallFailed(application, "DEADLINE_EXCEEDED", "no accept") from None
+        except StopAsyncIteration:
+            raise CallFailed(application, "UNAVAILABLE", "stream ended at once") from None
+        if marker.output_tokens or marker.finished or marker.text:
+            raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
 
     async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:
         """scheduler.Admit, retried while the scheduler is UNAVAILABLE (restarting: its queue

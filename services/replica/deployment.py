@@ -158,6 +158,8 @@ class ReplicaDeployment:
         req = request_from_meta(meta, request.simulated_output_tokens or None)
         self._held.add(meta.request_id)
         try:
+            # accept marker: an empty first chunk tells the caller this replica has the request
+            yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
             async for chunk in self._generate(req, request.prompt, parent):
                 yield chunk
         finally:

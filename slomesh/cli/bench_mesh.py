@@ -163,8 +163,9 @@ async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
                 metadata=[("application", "replica-0"), *credential_metadata()],
             )
             first = None
-            async for _ in call:
-                first = first or time.perf_counter() - t
+            async for chunk in call:  # the replica's empty accept marker is not a token
+                if chunk.output_tokens:
+                    first = first or time.perf_counter() - t
             out.append(first or float("nan"))
     return out
 

@@ -104,6 +104,8 @@ class FakeMesh:
             raise self.crash
         limit = request.meta.max_tokens
         n = min(limit, self.output_words)
+        # the replica's accept marker (services/replica/deployment.py): an empty first chunk
+        yield replica_pb2.ReplicaChunk(request_id=request.meta.request_id)
         for i in range(1, n + 1):
             yield replica_pb2.ReplicaChunk(
                 request_id=request.meta.request_id,

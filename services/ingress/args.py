@@ -1,0 +1,70 @@
+"""The ingress application's arguments (the `args` of its Serve config entry)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.ingress.core.auth import APIKeyConfig
+from services.ingress.core.request_meta import AdmissionConfig
+from services.ingress.core.slo import SLOPolicy
+from shared.rpc.client import Transport
+from shared.telemetry import TracingConfig
+
+
+class ServedModel(BaseModel):
+    """A model the ingress accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Name clients put in `model`."""
+    max_model_len: int = Field(4096, ge=2)
+    """Context length in tokens (prompt + output)."""
+    tokenizer: str | None = None
+    """Tokenizer path/name for exact prompt token counts and chat templates; None: estimate
+    tokens as ceil(1.3 x words) (the simulated engine's models)."""
+
+
+class IngressArgs(BaseModel):
+    """Arguments of the ingress application."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[ServedModel] = Field(min_length=1)
+    """Served models."""
+    transport: Transport = "handle"
+    """How the ingress calls the other services: "handle" (Serve deployment handles, no proxy
+    hop) or "grpc" (through Serve's gRPC proxy at grpc_target). Same protobuf contracts."""
+    grpc_target: str = "127.0.0.1:9000"
+    """Serve's gRPC proxy, for transport "grpc"."""
+    api_keys: APIKeyConfig = APIKeyConfig()
+    """API keys (none required by default)."""
+    slo: SLOPolicy = SLOPolicy()
+    """SLO classes and limits."""
+    admission: AdmissionConfig = AdmissionConfig()
+    """max_tokens default and priority range."""
+    tracing: TracingConfig = TracingConfig()
+    """Span export."""
+    call_timeout_s: float = Field(5.0, gt=0)
+    """Deadline of each internal unary call (predict, report); past it the request fails
+    fast with 503 instead of hanging."""
+    num_replicas: int = Field(2, ge=1)
+    """Ingress replicas. Two by default: a stream in flight through a replica that dies is cut
+    with its HTTP connection (Serve's proxy holds it; no error event can follow), but new
+    requests go to the survivor while Serve restarts the dead one."""
+    max_ongoing_requests: int = Field(64, ge=1)
+    """Requests (admission + streaming) one ingress replica serves at once; Serve's proxy holds
+    the rest in its queue."""
+    max_queued_at_proxy: int = Field(32, ge=1)
+    """Requests Serve's HTTP proxy queues for the ingress beyond max_ongoing_requests; past it
+    the proxy answers 429 with Retry-After itself, at once (its plain-text body, the cheapest
+    rejection there is: under CPU overload the ingress may not get to run at all)."""
+    max_admitting_requests: int = Field(1024, ge=1)
+    """Requests this ingress replica holds in admission at once (predict + scheduler queue);
+    beyond it new requests are answered 429 with Retry-After before any internal call."""
+    replica_accept_timeout_s: float = Field(3.0, gt=0)
+    """A replica must accept a request's stream (its empty first chunk) this fast; otherwise
+    the request fails with a clear error (a replica lost with its node)."""
+    admit_timeout_s: float = Field(12.0, gt=0)
+    """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
+    the scheduler's max_queue_wait_ms."""
