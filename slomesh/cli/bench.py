@@ -18,6 +18,8 @@ from shared.workloads import generate
 from slomesh.bench.experiments import EXPERIMENTS, ExperimentArgs
 from slomesh.bench.scenarios import SCENARIOS, ScenarioSpec
 from slomesh.bench.stacks.registry import STACKS
+from slomesh.cli.bench_capacity import add_arguments as add_capacity_arguments
+from slomesh.cli.bench_capacity import run_capacity_cli
 from slomesh.cli.errors import UsageError
 from slomesh.sim.simulator import Simulator
 
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--out", type=Path, help="output folder (default runs/<scenario>)")
     p.add_argument("--sweep-rates", help="comma-separated rates: plot attainment vs rate")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_capacity_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -47,7 +50,7 @@ def _check_name(name: str) -> None:
         raise UnknownNameError("scenario or experiment", name, valid)
 
 
-_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates")
+_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates", "seeds", "bracket")
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
@@ -117,10 +120,14 @@ def _run_all(
 def run(args: argparse.Namespace) -> int:
     _check_name(args.scenario)
     if args.scenario in EXPERIMENTS.names():
+        if args.capacity:
+            raise UsageError(f"--capacity does not apply to experiment '{args.scenario}'")
         return _run_experiment(args)
     sc = _scenario(args)
     policies = _policies(args, sc)
     out_dir: Path = args.out or Path("runs") / sc.name
+    if args.capacity:
+        return run_capacity_cli(args, sc, policies, out_dir)
     rates = _parse_rates(args.sweep_rates) if args.sweep_rates else None
     total = sc.workload.requests * len(policies) * (len(rates) if rates else 1)
     quiet = args.no_progress or not sys.stderr.isatty()

@@ -1,0 +1,132 @@
+"""Capacity at SLO: the markdown table (with ratios against baselines), capacity.png, and the
+summary.json / summary.md of `slomesh bench --capacity`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.report.table import fmt_num, markdown_table
+
+BASELINES: tuple[str, ...] = ("vllm-fcfs", "edf")
+RESERVED_KEYS = frozenset({"scenario", "seeds", "requests", "results"})
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRow:
+    """One policy: median capacity (r/s), capacity per seed, and its JSON result row."""
+
+    policy: str
+    capacity_rps: float
+    by_seed: Mapping[int, float]
+    json: Mapping[str, Any] = field(default_factory=dict)
+    unbounded_seeds: frozenset[int] = frozenset()
+    """Seeds whose search attained the target at every rate probed: a lower bound (">=")."""
+
+
+def ratio(a: float, b: float) -> float | None:
+    """a / b, or None when b is 0 (no capacity to compare with)."""
+    return a / b if b > 0 else None
+
+
+def format_capacity_table(rows: Sequence[CapacityRow], target: float) -> str:
+    """Rows: policies; columns: capacity per seed, median, and x baseline for each baseline
+    among the policies."""
+    seeds = list(dict.fromkeys(s for r in rows for s in r.by_seed))
+    by_policy = {r.policy: r for r in rows}
+    bases = [b for b in BASELINES if b in by_policy]
+    headers = [
+        "policy",
+        *(f"seed {s} r/s" for s in seeds),
+        f"capacity r/s (median, >= {100 * target:g}% SLO)",
+        *(f"x {b}" for b in bases),
+    ]
+    body = []
+    for r in rows:
+        ratios = [ratio(r.capacity_rps, by_policy[b].capacity_rps) for b in bases]
+        open_median = ">=" if r.unbounded_seeds else ""
+        body.append(
+            [
+                r.policy,
+                *(_bound(s in r.unbounded_seeds) + fmt_num(r.by_seed.get(s), 2) for s in seeds),
+                open_median + fmt_num(r.capacity_rps, 2),
+                *(fmt_num(x, 2) for x in ratios),
+            ]
+        )
+    table = markdown_table(headers, body)
+    if any(r.unbounded_seeds for r in rows):
+        table += "\n\n>= : attained at every rate probed (a lower bound; the SLO never binds)"
+    return table
+
+
+def _bound(unbounded: bool) -> str:
+    return ">=" if unbounded else ""
+
+
+def plot_capacity(out_dir: Path, rows: Sequence[CapacityRow], target: float) -> Path:
+    """capacity.png: a bar per policy at its median capacity, a dot per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(rows) + 2.0), 4.2))
+    try:
+        xs = list(range(len(rows)))
+        ax.bar(xs, [r.capacity_rps for r in rows], width=0.6, label="median")
+        for x, r in zip(xs, rows, strict=True):
+            vals = list(r.by_seed.values())
+            ax.scatter([x] * len(vals), vals, color="black", s=12, zorder=3)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r.policy for r in rows], rotation=20 if len(rows) > 4 else 0)
+        ax.set_ylabel("arrival rate r/s")
+        ax.set_title(f"capacity at >= {100 * target:g}% SLO attainment (dots: seeds)")
+        ax.grid(alpha=0.3, axis="y")
+        path = out_dir / "capacity.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def write_capacity(
+    out_dir: Path,
+    scenario: str,
+    seeds: Sequence[int],
+    requests: int,
+    rows: Sequence[CapacityRow],
+    target: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write summary.json, summary.md and capacity.png; return the JSON dict.
+
+    The JSON is {"scenario", "seeds", "requests" (per probe), "results": [row.json, ...]}
+    followed by the keys of `extra` (which must not reuse those names).
+    """
+    extra = extra or {}
+    clash = RESERVED_KEYS & extra.keys()
+    if clash:
+        raise ValueError(f"extra keys clash with capacity keys: {sorted(clash)}")
+    data: dict[str, Any] = {
+        "scenario": scenario,
+        "seeds": list(seeds),
+        "requests": requests,
+        "results": [dict(r.json) for r in rows],
+        **extra,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    (out_dir / "summary.json").write_text(text, encoding="utf-8")
+    head = (
+        f"# slomesh capacity: {scenario}\n\nseeds {', '.join(map(str, seeds))}, "
+        f"{requests} requests per probe, target {100 * target:g}% SLO attainment"
+    )
+    table = format_capacity_table(rows, target)
+    (out_dir / "summary.md").write_text(f"{head}\n\n{table}\n", encoding="utf-8")
+    plot_capacity(out_dir, rows, target)
+    return data

@@ -1,0 +1,92 @@
+"""`slomesh bench --capacity`: capacity at SLO per policy (see slomesh/bench/capacity*.py)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from shared.report.capacity import CapacityRow, format_capacity_table, write_capacity
+from slomesh.bench.capacity import CapacitySettings
+from slomesh.bench.capacity_run import probe_requests, run_capacity
+from slomesh.bench.scenarios import ScenarioSpec
+from slomesh.cli.errors import UsageError, describe
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--capacity",
+        action="store_true",
+        help="find each policy's highest rate with SLO attainment >= --target (bisection, "
+        "median over --seeds); --rate is the starting rate, --requests the requests per probe",
+    )
+    p.add_argument("--target", type=float, default=0.9, help="capacity target in (0, 1]")
+    p.add_argument("--seeds", help="comma-separated capacity seeds (default 0,1,2)")
+    p.add_argument("--bracket", help="LO,HI r/s: a capacity bracket instead of searching one")
+
+
+def _ints(flag: str, text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise UsageError(f"{flag} must be comma-separated integers: {e}") from e
+
+
+def settings_from_args(args: argparse.Namespace) -> CapacitySettings:
+    """CapacitySettings from the command line; bad values are a UsageError naming the flag."""
+    fields: dict[str, object] = {"target": args.target}
+    if args.seeds is not None:
+        fields["seeds"] = _ints("--seeds", args.seeds)
+    if args.bracket is not None:
+        try:
+            lo, hi = (float(x) for x in args.bracket.split(","))
+        except ValueError as e:
+            raise UsageError(f"--bracket must be LO,HI (two numbers), got '{args.bracket}'") from e
+        fields["bracket"] = (lo, hi)
+    if args.requests is not None:
+        fields["probe_requests"] = args.requests
+    try:
+        return CapacitySettings.model_validate(fields)
+    except ValidationError as e:
+        raise UsageError(f"--capacity settings: {describe(e)}") from e
+
+
+def run_capacity_cli(
+    args: argparse.Namespace, sc: ScenarioSpec, policies: list[str], out_dir: Path
+) -> int:
+    if args.sweep_rates is not None:
+        raise UsageError("--capacity and --sweep-rates do not go together")
+    settings = settings_from_args(args)
+    start = args.rate or sc.default_rate_rps
+    t0 = time.perf_counter()
+    found = run_capacity(sc, policies, settings, start)
+    wall = time.perf_counter() - t0
+    rows = [
+        CapacityRow(
+            p.policy,
+            p.capacity_rps,
+            {s: r.capacity_rps for s, r in p.by_seed.items()},
+            p.to_dict(),
+            frozenset(s for s, r in p.by_seed.items() if r.hi_rps is None),
+        )
+        for p in found
+    ]
+    n = probe_requests(sc, settings)
+    extra = {
+        "target": settings.target,
+        "rel_tol": settings.rel_tol,
+        "start_rate_rps": start,
+        "instances": sc.cluster.num_instances,
+        "wall_s": round(wall, 1),
+    }
+    write_capacity(out_dir, sc.name, settings.seeds, n, rows, settings.target, extra)
+    print(f"# {sc.name}: {sc.description}")
+    print(
+        f"# capacity at >= {100 * settings.target:g}% SLO attainment, start {start:g} req/s, "
+        f"{n} requests per probe, seeds {','.join(map(str, settings.seeds))}, {wall:.0f} s"
+    )
+    print(format_capacity_table(rows, settings.target))
+    print(f"wrote {out_dir}/")
+    return 0
