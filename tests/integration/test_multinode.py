@@ -46,7 +46,8 @@ pytestmark = [pytest.mark.mesh, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "llama-3.1-8b"
-ANSWER_S = 10.0  # every request ends (success or error) within this
+ANSWER_S = 10.0  # every request is answered, and no stream stalls, longer than this
+STREAM_LIMIT_S = 60.0  # a whole stream, at most
 DEPLOY_TIMEOUT_S = 300.0
 RATE = 4.0  # requests per second
 BEFORE_S = 10.0  # load before the kill
@@ -355,8 +356,12 @@ async def _request(c: httpx.AsyncClient, t0: float, max_tokens: int) -> Outcome:
     o = Outcome(time.monotonic() - t0)
     start = time.monotonic()
     try:
-        async with asyncio.timeout(ANSWER_S):
-            async with c.stream("POST", "/v1/chat/completions", json=body) as r:
+        # an answer (headers) within ANSWER_S and no stall longer than that between chunks
+        # (httpx's read timeout); a long stream may take longer in all, up to STREAM_LIMIT_S
+        async with asyncio.timeout(STREAM_LIMIT_S):
+            async with c.stream(
+                "POST", "/v1/chat/completions", json=body, timeout=httpx.Timeout(ANSWER_S)
+            ) as r:
                 o.status = r.status_code
                 async for line in r.aiter_lines():
                     if not line.startswith("data:"):
@@ -373,7 +378,7 @@ async def _request(c: httpx.AsyncClient, t0: float, max_tokens: int) -> Outcome:
                             o.error_event = str(event["error"])[:200]
                         elif isinstance(event, dict) and not o.stream_id:
                             o.stream_id = str(event.get("id", ""))
-    except TimeoutError:
+    except (TimeoutError, httpx.ReadTimeout):
         o.transport_error = "hang"
     except httpx.HTTPError as err:
         o.transport_error = type(err).__name__
@@ -519,8 +524,8 @@ def test_node_loss_under_load(cluster: Cluster) -> None:
 
     assert before and all(o.ok for o in before), report["before_kill"]
     assert all(served.values()), f"both replicas serve before the kill: {served}"
-    hangs = [o for o in outcomes + tail if o.transport_error == "hang" or o.elapsed_s > ANSWER_S]
-    assert not hangs, f"{len(hangs)} requests not answered within {ANSWER_S} s"
+    hangs = [o for o in outcomes + tail if o.transport_error == "hang"]
+    assert not hangs, f"{len(hangs)} requests unanswered or stalled for {ANSWER_S} s: {hangs[:3]}"
     unclear = [o.kind for o in during + after if not o.ok and not o.clear_error]
     assert not unclear, f"failures without an HTTP error status or error event: {unclear}"
     assert recovery is not None and recovery <= RECOVERY_LIMIT_S, report["recovery_s"]
