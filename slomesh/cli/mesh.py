@@ -139,6 +139,9 @@ def check_ports_free(config: dict[str, Any]) -> None:
     for field, host, port in checks:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # SO_REUSEADDR: connections of a mesh that just stopped (TIME_WAIT) do not count;
+            # a socket still listening there does (Linux refuses the bind)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((host, port))
             except OSError as err:
