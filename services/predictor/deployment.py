@@ -1,4 +1,7 @@
-"""The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config)."""
+"""The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config).
+
+Both run the steps of services/predictor/online.py, the same ones `slomesh predictor replay` runs.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ray import serve
 from ray.serve import Application
 
+from services.predictor import online
 from services.predictor.core.registry import create_predictor
 from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
@@ -69,7 +73,7 @@ class PredictorDeployment:
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("predict", context=parent) as span:
             with self._lock:
-                dist = self.core.predict(request_from_meta(request.meta), request.prompt or None)
+                dist = online.predict(self.core, request_from_meta(request.meta), request.prompt)
             span.set_attribute("slomesh.predicted_mean_tokens", dist.mean_tokens)
             return common_pb2.LengthPrediction(
                 mean_tokens=dist.mean_tokens,
@@ -88,8 +92,8 @@ class PredictorDeployment:
     ) -> predictor_pb2.ObserveReply:
         require_mesh_credential(grpc_context, "predictor.Observe")
         with self._lock:
-            self.core.observe(request_from_meta(request.meta), max(1, request.output_tokens))
-            return predictor_pb2.ObserveReply(observations=self.core.observations)
+            n = online.observe(self.core, request_from_meta(request.meta), request.output_tokens)
+            return predictor_pb2.ObserveReply(observations=n)
 
 
 def build_app(args: dict[str, Any]) -> Application:

@@ -6,6 +6,8 @@
 - `predict`: predictions for a JSONL file of prompts. Every input line is checked before anything
   is written; a bad line stops the command (exit 2) naming the line and field, and OUT is not
   created. Output lines keep the input order: the input object plus the prediction fields.
+- `replay`: prequential online learning over a JSONL stream with true lengths
+  (`slomesh/cli/predictor_replay.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,6 +61,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pr.add_argument("--out", dest="out_path", required=True, help="output JSONL")
     pr.add_argument("--model", help=MODEL_HELP)
     pr.set_defaults(func=run_predict)
+
+    from slomesh.cli.predictor_replay import add_replay_parser
+
+    add_replay_parser(cmds)
 
 
 # --- train / eval ---------------------------------------------------------------------------
@@ -168,7 +174,12 @@ class PredictInput(BaseModel):
     """Prompt length in tokens (None: counted as words x 1.3)."""
 
 
-def _read_inputs(path: Path) -> list[tuple[dict[str, Any], PredictInput]]:
+InputT = TypeVar("InputT", bound=PredictInput)
+
+
+def read_inputs(path: Path, schema: type[InputT]) -> list[tuple[dict[str, Any], InputT]]:
+    """Every line of `path` checked against `schema` (PredictInput or a subclass), before any
+    output: a bad line raises UsageError naming the line number, the field and the rule."""
     if not path.is_file():
         raise UsageError(f"--in: no file at {path}")
     rows = []
@@ -183,7 +194,7 @@ def _read_inputs(path: Path) -> list[tuple[dict[str, Any], PredictInput]]:
             if not isinstance(obj, dict):
                 raise UsageError(f"{path} line {n}: must be a JSON object")
             try:
-                rows.append((obj, PredictInput.model_validate(obj)))
+                rows.append((obj, schema.model_validate(obj)))
             except ValidationError as e:
                 raise UsageError(f"{path} line {n}: {describe(e)}") from e
     return rows
@@ -216,7 +227,7 @@ def run_predict(args: argparse.Namespace) -> int:
     from services.predictor.model_store import load_model
 
     in_path, out_path = Path(args.in_path), Path(args.out_path)
-    inputs = _read_inputs(in_path)
+    inputs = read_inputs(in_path, PredictInput)
     outputs = predict_lines(load_model(args.model), inputs)
     tmp = out_path.with_name(out_path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
