@@ -18,12 +18,12 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from shared.domain import SLO, Request
-from slomesh.cli.errors import UsageError, describe
+from slomesh.cli.errors import UsageError
+from slomesh.cli.predictor_inputs import MODEL_HELP, PredictInput, read_inputs
+from slomesh.cli.predictor_replay import add_replay_parser
 
 if TYPE_CHECKING:  # the predictor modules pull in scikit-learn: imported when a command runs
     from services.predictor.core.learned.dataset import LengthExample
@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # the predictor modules pull in scikit-learn: imported when a
 
 DEFAULT_TEST_FRACTION = 0.2
 DATA_HELP = "llm-responses directory (default: ../shared/data/llm-responses beside the repo)"
-MODEL_HELP = "model file (default: the shipped services/predictor/models/default.npz)"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,8 +60,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pr.add_argument("--out", dest="out_path", required=True, help="output JSONL")
     pr.add_argument("--model", help=MODEL_HELP)
     pr.set_defaults(func=run_predict)
-
-    from slomesh.cli.predictor_replay import add_replay_parser
 
     add_replay_parser(cmds)
 
@@ -153,51 +150,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 # --- predict --------------------------------------------------------------------------------
-
-
-class PredictInput(BaseModel):
-    """One input line of `slomesh predictor predict` (other fields are passed through)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    prompt: str = Field(min_length=1)
-    """The prompt text."""
-    model: str = Field(default="default", min_length=1)
-    """Model that will answer."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Generation cap (None: the last bucket bound, i.e. uncapped)."""
-    slo_class: str = Field(default="default", min_length=1)
-    """SLO class of the request."""
-    tenant: str = Field(default="default", min_length=1)
-    """Tenant / application."""
-    input_tokens: int | None = Field(default=None, ge=1)
-    """Prompt length in tokens (None: counted as words x 1.3)."""
-
-
-InputT = TypeVar("InputT", bound=PredictInput)
-
-
-def read_inputs(path: Path, schema: type[InputT]) -> list[tuple[dict[str, Any], InputT]]:
-    """Every line of `path` checked against `schema` (PredictInput or a subclass), before any
-    output: a bad line raises UsageError naming the line number, the field and the rule."""
-    if not path.is_file():
-        raise UsageError(f"--in: no file at {path}")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UsageError(f"{path} line {n}: not valid JSON ({e.msg})") from e
-            if not isinstance(obj, dict):
-                raise UsageError(f"{path} line {n}: must be a JSON object")
-            try:
-                rows.append((obj, schema.model_validate(obj)))
-            except ValidationError as e:
-                raise UsageError(f"{path} line {n}: {describe(e)}") from e
-    return rows
 
 
 def predict_lines(

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from shared.domain import SLO, Request
 from slomesh.cli.errors import UsageError
-from slomesh.cli.predictor import MODEL_HELP, PredictInput, read_inputs
+from slomesh.cli.predictor_inputs import MODEL_HELP, PredictInput, read_inputs
 
 if TYPE_CHECKING:
     from services.predictor.online import StreamMetrics
