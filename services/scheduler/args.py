@@ -78,7 +78,10 @@ class SchedulerArgs(BaseModel):
     reconcile_interval_ms: float = Field(1000.0, gt=0)
     """How often every replica's Status is asked: health, and admissions to reconcile."""
     status_timeout_ms: float = Field(1500.0, gt=0)
-    """A replica whose Status takes longer is unhealthy until it answers again."""
+    """A Status probe slower than this fails."""
+    failures_to_unhealthy: int = Field(2, ge=1)
+    """Failed probes in a row that make a replica unhealthy (no placements or pulls) until it
+    answers again."""
     tick_interval_ms: float = Field(100.0, gt=0)
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()

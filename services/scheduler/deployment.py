@@ -155,7 +155,9 @@ class SchedulerDeployment:
             states = await asyncio.gather(*(self._status(n) for n in names))
             for name, state in zip(names, states, strict=True):
                 now = time.time()
-                if self.core.set_health(name, state is not None, now):
+                if self.core.record_probe(
+                    name, state is not None, now, self.args.failures_to_unhealthy
+                ):
                     self._dispatch()
                 if state is None:
                     continue

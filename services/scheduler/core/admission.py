@@ -72,6 +72,7 @@ class AdmissionCore:
         self.admitted = 0
         self.rejected = 0
         self.released = 0
+        self._probe_failures: dict[str, int] = {}
         """Admissions released by reconciliation (no report ever came)."""
 
     @property
@@ -184,6 +185,19 @@ class AdmissionCore:
             if rep.healthy:
                 self.policy.on_step_end(rep, now_s)
         self._collect(now_s)
+
+    def record_probe(
+        self, application: str, answered: bool, now_s: float, failures_to_unhealthy: int = 2
+    ) -> bool:
+        """One Status probe's outcome. A replica turns unhealthy after `failures_to_unhealthy`
+        failed probes in a row (one slow answer under load does not flap it) and healthy again
+        at its first answer. True when its health changed (see set_health)."""
+        if answered:
+            self._probe_failures.pop(application, None)
+            return self.set_health(application, True, now_s)
+        n = self._probe_failures.get(application, 0) + 1
+        self._probe_failures[application] = n
+        return n >= failures_to_unhealthy and self.set_health(application, False, now_s)
 
     def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
         """Record whether replica `application` answers; True when that changed. A replica that

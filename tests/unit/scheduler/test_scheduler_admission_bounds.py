@@ -160,3 +160,22 @@ def test_an_unhealthy_replica_gets_nothing_until_it_answers_again() -> None:
     core.admit(req("after"), 2.0)  # the policy meets the replica again with the next arrival
     core.tick(2.0)
     assert reps[1].in_flight  # it answers again: it takes work
+
+
+@pytest.mark.parametrize(
+    ("probes", "healthy_after"),
+    [
+        ([False], True),  # one slow answer does not flap the replica
+        ([False, False], False),
+        ([False, True, False], True),  # failures must be consecutive
+        ([False, False, True], True),  # healthy again at its first answer
+    ],
+)
+def test_probes_make_a_replica_unhealthy_only_after_failures_in_a_row(
+    probes: list[bool], healthy_after: bool
+) -> None:
+    rep = LiveReplica("replica-0", "cpu", "m", None)
+    core = AdmissionCore([rep], create_global_policy("round-robin"), "round-robin", 4)
+    for k, answered in enumerate(probes):
+        core.record_probe("replica-0", answered, float(k), failures_to_unhealthy=2)
+    assert rep.healthy is healthy_after
