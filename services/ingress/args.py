@@ -62,6 +62,9 @@ class IngressArgs(BaseModel):
     max_admitting_requests: int = Field(1024, ge=1)
     """Requests this ingress replica holds in admission at once (predict + scheduler queue);
     beyond it new requests are answered 429 with Retry-After before any internal call."""
+    accept_retries: int = Field(2, ge=0)
+    """A stream its replica does not accept (no token sent yet) is admitted again this many
+    times, within its TTFT deadline, before it fails with an error event."""
     replica_accept_timeout_s: float = Field(3.0, gt=0)
     """A replica must accept a request's stream (its empty first chunk) this fast; otherwise
     the request fails with a clear error (a replica lost with its node)."""

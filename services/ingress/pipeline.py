@@ -9,9 +9,10 @@ Completion reports (scheduler.Report, predictor.Observe) leave the hot path as b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -167,30 +168,53 @@ class Pipeline:
             headers = trace_headers()
         finally:
             otel_context.detach(token)
-        call = self.client.stream(
-            reply.replica.application,
-            "replica",
-            "Generate",
-            replica_pb2.ReplicaGenerateRequest(
-                meta=meta, prompt=prompt, temperature=body.temperature or 0.0
-            ),
-            trace_headers=headers,
+        generate = replica_pb2.ReplicaGenerateRequest(
+            meta=meta, prompt=prompt, temperature=body.temperature or 0.0
         )
+
+        def open_stream(app: str) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+            return self.client.stream(app, "replica", "Generate", generate, trace_headers=headers)
+
+        async def readmit() -> Any:
+            return await self._admit_call(
+                scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
+            )
+
         root.set_attribute("slomesh.request_id", req.request_id)
-        stream = self._stream(req, reply.replica, call, root)
+        stream = self._stream(req, reply.replica, open_stream, readmit, root)
         return Admitted(req, prompt, reply.replica.application, stream)
 
     async def _stream(
         self,
         req: Request,
         replica: common_pb2.ReplicaRef,
-        call: AsyncIterator[replica_pb2.ReplicaChunk],
+        open_stream: Callable[[str], AsyncIterator[replica_pb2.ReplicaChunk]],
+        readmit: Callable[[], Awaitable[Any]],
         root: trace.Span,
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         first = finish = 0.0
         tokens, reason = 0, "abort"
+        call = open_stream(replica.application)
         try:
-            await self._accepted(call, replica.application)
+            for attempt in range(self.args.accept_retries + 1):
+                try:
+                    await self._accepted(call, replica.application)
+                    break
+                except CallFailed:
+                    # no token was sent yet: give the seat back and admit it again (the
+                    # scheduler places it elsewhere once the replica is marked unhealthy)
+                    await call.aclose()  # type: ignore[attr-defined]
+                    if attempt == self.args.accept_retries or time.time() > (
+                        req.ttft_deadline_abs_s
+                    ):
+                        raise
+                    await self._release_now(req, replica)
+                    reply = await readmit()
+                    if not reply.admitted:
+                        raise CallFailed(replica.application, "UNAVAILABLE", reply.reason) from None
+                    replica = reply.replica
+                    root.set_attribute("slomesh.readmitted", attempt + 1)
+                    call = open_stream(replica.application)
             async for chunk in call:
                 if not first and chunk.output_tokens:
                     first = time.time()
@@ -232,6 +256,14 @@ class Pipeline:
             raise CallFailed(application, "UNAVAILABLE", "stream ended at once") from None
         if marker.output_tokens or marker.finished or marker.text:
             raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
+
+    async def _release_now(self, req: Request, replica: common_pb2.ReplicaRef) -> None:
+        """Report an abort and wait for it (before the same request is admitted again)."""
+        report = scheduler_pb2.CompletionReport(
+            meta=request_to_meta(req), replica=replica, finish_reason="abort"
+        )
+        with contextlib.suppress(APIError, CallFailed):
+            await self._call("scheduler", "Report", report)
 
     async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:
         """scheduler.Admit, retried while the scheduler is UNAVAILABLE (restarting: its queue

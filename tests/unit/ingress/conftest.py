@@ -30,6 +30,7 @@ class FakeMesh:
     output_words: words a replica generates before "stop" (capped by max_tokens: "length").
     down: applications that fail every call with UNAVAILABLE.
     crash: raise this from replica.Generate's first chunk (an unexpected exception).
+    admit_to: the replicas scheduler.Admit places on, in turn.
     """
 
     def __init__(
@@ -40,7 +41,10 @@ class FakeMesh:
         output_words: int = 3,
         down: tuple[str, ...] = (),
         crash: BaseException | None = None,
+        admit_to: tuple[str, ...] = ("replica-0",),
     ) -> None:
+        self.admit_to = admit_to
+        self._admits = 0
         self.admit = admit
         self.retry_after_s = retry_after_s
         self.output_words = output_words
@@ -75,9 +79,9 @@ class FakeMesh:
                     retry_after_s=self.retry_after_s,
                     policy="fake",
                 )
-            replica = common_pb2.ReplicaRef(
-                application="replica-0", gpu="cpu", model=request.meta.model
-            )
+            app = self.admit_to[self._admits % len(self.admit_to)]
+            self._admits += 1
+            replica = common_pb2.ReplicaRef(application=app, gpu="cpu", model=request.meta.model)
             return scheduler_pb2.AdmitReply(admitted=True, replica=replica, policy="fake")
         if (kind, method) == ("scheduler", "Report"):
             return scheduler_pb2.ReportReply()
