@@ -45,7 +45,6 @@ class SchedulerDeployment:
         self.client = MeshClient(transport=self.args.transport)
         self._tasks: set[asyncio.Task[None]] = set()
         self._metrics = SchedulerMetrics()  # names as scraped: deploy/grafana/README.md
-        self._in_flight = self._metrics.in_flight
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -84,7 +83,6 @@ class SchedulerDeployment:
                     policy=decision.policy,
                 )
             rep = decision.replica
-            self._in_flight.set(len(rep.in_flight), tags={"serving_replica": rep.application})
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
             return scheduler_pb2.AdmitReply(
@@ -102,10 +100,8 @@ class SchedulerDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.Report")
-        owner = self.core.report(request.meta.request_id, request.output_tokens, time.time())
-        self._dispatch()
-        if owner is not None:
-            self._in_flight.set(len(owner.in_flight), tags={"serving_replica": owner.application})
+        self.core.report(request.meta.request_id, request.output_tokens, time.time())
+        self._dispatch()  # also publishes the in-flight gauges (metrics.py)
         return scheduler_pb2.ReportReply()
 
     async def _wait_for_pull(self, request_id: str, span: Any) -> AdmitDecision:
@@ -221,25 +217,6 @@ class SchedulerDeployment:
             queued=self.core.queued,
             in_flight=sum(len(r.in_flight) for r in self.core.replicas.values()),
         )
-
-    def snapshot(self) -> dict[str, Any]:
-        """Admission state for health checks and operators: queued, waiting callers, and per
-        replica the requests in flight / evicted and the age of the oldest (s)."""
-        now = time.time()
-        return {
-            "queued": self.core.queued,
-            "waiters": len(self._waiters),
-            "replicas": {
-                name: {
-                    "in_flight": len(rep.in_flight),
-                    "evicted": len(rep.evicted),
-                    "oldest_s": max(
-                        (now - r.arrival_s for r in rep.in_flight.values()), default=0.0
-                    ),
-                }
-                for name, rep in self.core.replicas.items()
-            },
-        }
 
     def UpdateReplica(
         self, request: common_pb2.ReplicaState, grpc_context: Any = None
