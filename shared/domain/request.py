@@ -63,6 +63,10 @@ class Request:
     length_hint is the output-length prediction made where the prompt was seen (the ingress's
     call to the predictor); policies that estimate lengths use it instead of their own
     prompt-less estimate when present.
+    criticality is the request's band in the gateway convention (Gateway API Inference
+    Extension's InferenceObjective priority): higher is more critical, 0 standard, negative
+    sheddable; bands are served strictly in order and sheddable ones are shed first.
+    tenant_weight is the tenant's share in token-weighted fairness (VTC) inside a band.
     """
 
     request_id: str
@@ -75,8 +79,12 @@ class Request:
     true_output_tokens: int | None = None
     priority: int = 0
     length_hint: LengthHint | None = None
+    criticality: int = 0
+    tenant_weight: float = 1.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.tenant_weight) and self.tenant_weight > 0):
+            raise ValueError(f"request.tenant_weight must be > 0, got {self.tenant_weight}")
         if self.input_tokens < 1:
             raise ValueError(f"request.input_tokens must be >= 1, got {self.input_tokens}")
         if self.max_tokens < 1:
@@ -87,6 +95,11 @@ class Request:
             raise ValueError(
                 f"request.true_output_tokens must be >= 1, got {self.true_output_tokens}"
             )
+
+    @property
+    def sheddable(self) -> bool:
+        """Negative criticality: shed first under saturation."""
+        return self.criticality < 0
 
     @property
     def ttft_deadline_abs_s(self) -> float:

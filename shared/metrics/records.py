@@ -31,6 +31,10 @@ class RequestRecord:
     rejected: bool = False
     reject_reason: str = ""
     preemptions: int = 0
+    criticality: int = 0
+    """The request's band (higher is more critical; negative: sheddable)."""
+    rejected_s: float | None = None
+    """When a rejected request was answered (None: not rejected, or not recorded)."""
 
     @classmethod
     def from_request(
@@ -42,6 +46,7 @@ class RequestRecord:
         output_tokens: int,
         preemptions: int = 0,
         reject_reason: str | None = None,
+        rejected_s: float | None = None,
     ) -> RequestRecord:
         """The record of `r` (the simulator and the live ingress both build it this way)."""
         return cls(
@@ -61,6 +66,8 @@ class RequestRecord:
             rejected=reject_reason is not None,
             reject_reason=reject_reason or "",
             preemptions=preemptions,
+            criticality=r.criticality,
+            rejected_s=rejected_s if reject_reason is not None else None,
         )
 
     @property

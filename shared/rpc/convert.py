@@ -35,6 +35,8 @@ def request_to_meta(r: Request) -> common_pb2.RequestMeta:
         slo=slo_to_msg(r.slo),
         tenant=r.tenant,
         arrival_unix_s=r.arrival_s,
+        criticality=r.criticality,
+        tenant_weight=r.tenant_weight,
     )
 
 
@@ -52,4 +54,6 @@ def request_from_meta(
         tenant=meta.tenant or "default",
         true_output_tokens=true_output_tokens or None,
         priority=meta.priority,
+        criticality=meta.criticality,
+        tenant_weight=meta.tenant_weight if meta.tenant_weight > 0 else 1.0,
     )

@@ -115,6 +115,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
             slo=slos[s],
             tenant=tenants[s],
             true_output_tokens=o,
+            criticality=streams[s].criticality,
         )
         for i, (t, s, m, a, o) in enumerate(rows)
     ]

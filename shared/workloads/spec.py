@@ -109,6 +109,10 @@ class StreamSpec(BaseModel):
         default_factory=LengthSpec, description="Input/output token-count source."
     )
     tenant: str = Field(default="default", min_length=1, description="Tenant of every request.")
+    criticality: int = Field(
+        default=0,
+        description="Criticality band of every request (higher first; negative: sheddable).",
+    )
 
     @field_validator("slo_class")
     @classmethod

@@ -76,7 +76,9 @@ class Simulator:
         self._placement[request_id] = instance
 
     def reject(self, request: Request, reason: str, now_s: float) -> None:
-        self._add_record(RequestRecord.from_request(request, None, None, None, 0, 0, reason))
+        self._add_record(
+            RequestRecord.from_request(request, None, None, None, 0, 0, reason, rejected_s=now_s)
+        )
 
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request

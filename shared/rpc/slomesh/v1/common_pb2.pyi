@@ -19,7 +19,7 @@ class Slo(_message.Message):
     def __init__(self, ttft_slo_ms: _Optional[float] = ..., tpot_slo_ms: _Optional[float] = ..., deadline_ms: _Optional[float] = ..., class_name: _Optional[str] = ...) -> None: ...
 
 class RequestMeta(_message.Message):
-    __slots__ = ("request_id", "model", "input_tokens", "max_tokens", "priority", "slo", "tenant", "arrival_unix_s")
+    __slots__ = ("request_id", "model", "input_tokens", "max_tokens", "priority", "slo", "tenant", "arrival_unix_s", "criticality", "tenant_weight")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class RequestMeta(_message.Message):
     SLO_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     ARRIVAL_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    CRITICALITY_FIELD_NUMBER: _ClassVar[int]
+    TENANT_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     input_tokens: int
@@ -36,7 +38,9 @@ class RequestMeta(_message.Message):
     slo: Slo
     tenant: str
     arrival_unix_s: float
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., priority: _Optional[int] = ..., slo: _Optional[_Union[Slo, _Mapping]] = ..., tenant: _Optional[str] = ..., arrival_unix_s: _Optional[float] = ...) -> None: ...
+    criticality: int
+    tenant_weight: float
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., priority: _Optional[int] = ..., slo: _Optional[_Union[Slo, _Mapping]] = ..., tenant: _Optional[str] = ..., arrival_unix_s: _Optional[float] = ..., criticality: _Optional[int] = ..., tenant_weight: _Optional[float] = ...) -> None: ...
 
 class LengthPrediction(_message.Message):
     __slots__ = ("mean_tokens", "p50_tokens", "p90_tokens", "bucket_upper_tokens", "bucket_probs", "predictor_version")
