@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.ingress.core.auth import APIKeyConfig
+from services.ingress.core.batch_files import BatchConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy
 from shared.rpc.client import Transport
@@ -71,3 +72,6 @@ class IngressArgs(BaseModel):
     admit_timeout_s: float = Field(12.0, gt=0)
     """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
     the scheduler's max_queue_wait_ms."""
+    batch: BatchConfig = BatchConfig()
+    """The OpenAI Batch API (`/v1/files`, `/v1/batches`): SQLite storage directory, limits and
+    how batch requests are run beside interactive traffic (`core/batch_files.py`)."""

@@ -10,6 +10,7 @@ handlers parse the raw bodies themselves.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +23,7 @@ from ray.serve import Application
 from ray.serve.config import BackpressureConfig
 
 from services.ingress.args import IngressArgs
+from services.ingress.batch_api import BatchAPI
 from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
 from services.ingress.core.openai_schema import (
     SSE_DONE,
@@ -105,6 +107,19 @@ def _grpc_status(http_status: int) -> Any:
     }.get(http_status, grpc.StatusCode.INTERNAL)
 
 
+_BATCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": what}
+    for status, what in (
+        (400, "Invalid request: the message names the field (or the file's line) and the rule"),
+        (401, "Missing or invalid API key (only when keys are configured)"),
+        (404, "No file or batch with that id for this key's tenant"),
+        (409, "The batch is final and can no longer be cancelled"),
+        (413, "Upload over batch.max_file_bytes"),
+        (500, "Unexpected server fault"),
+    )
+}
+
+
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
 @serve.ingress(app)
 class IngressDeployment:
@@ -113,6 +128,67 @@ class IngressDeployment:
         setup_tracing("ingress", self.args.tracing)
         self.args.api_keys.check_classes(self.args.slo)
         self.pipeline = Pipeline(self.args, ServeMetricsObserver())
+        self.batches = BatchAPI(self.args, self.pipeline)
+        self._batch_runner: asyncio.Task[None] | None = None
+        self._start_batch_runner()
+
+    def _start_batch_runner(self) -> None:
+        """Run this replica's batch runner (from the constructor, which Serve runs on the
+        replica's event loop; `check_health` retries if there was no loop yet)."""
+        if self._batch_runner is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._batch_runner = loop.create_task(self.batches.runner.run_forever())
+
+    async def check_health(self) -> None:
+        """Serve's periodic replica health check: also (re)starts the batch runner."""
+        if self._batch_runner is not None and self._batch_runner.done():
+            self._batch_runner = None
+        self._start_batch_runner()
+
+    async def _batch_call(self, handler: Any, *args: Any) -> Response:
+        """A Batch API handler's answer, or its error in OpenAI's shape."""
+        try:
+            result = handler(*args)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except APIError as err:
+            return _error(err)
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    @app.post("/v1/files", responses=_BATCH_ERRORS)
+    async def create_file(self, request: HTTPRequest) -> Response:
+        """Upload a batch input file (multipart: `file`, `purpose` "batch"); every line is
+        validated (custom_id unique, method POST, url, body)."""
+        return await self._batch_call(self.batches.upload, request)
+
+    @app.get("/v1/files/{file_id}", responses=_BATCH_ERRORS)
+    async def retrieve_file(self, request: HTTPRequest, file_id: str) -> Response:
+        return await self._batch_call(self.batches.get_file, request, file_id)
+
+    @app.get("/v1/files/{file_id}/content", responses=_BATCH_ERRORS)
+    async def file_content(self, request: HTTPRequest, file_id: str) -> Response:
+        return await self._batch_call(self.batches.file_content, request, file_id)
+
+    @app.post("/v1/batches", responses=_BATCH_ERRORS)
+    async def create_batch(self, request: HTTPRequest) -> Response:
+        """Create a batch from an uploaded file: {input_file_id, endpoint, completion_window}."""
+        return await self._batch_call(self.batches.create_batch, request)
+
+    @app.get("/v1/batches", responses=_BATCH_ERRORS)
+    async def list_batches(self, request: HTTPRequest) -> Response:
+        return await self._batch_call(self.batches.list_batches, request)
+
+    @app.get("/v1/batches/{batch_id}", responses=_BATCH_ERRORS)
+    async def retrieve_batch(self, request: HTTPRequest, batch_id: str) -> Response:
+        return await self._batch_call(self.batches.get_batch, request, batch_id)
+
+    @app.post("/v1/batches/{batch_id}/cancel", responses=_BATCH_ERRORS)
+    async def cancel_batch(self, request: HTTPRequest, batch_id: str) -> Response:
+        return await self._batch_call(self.batches.cancel, request, batch_id)
 
     @app.get(
         "/health",

@@ -33,12 +33,21 @@ from services.ingress.core.request_meta import (
 )
 from services.ingress.core.slo import resolve_slo
 from services.ingress.observer import NullObserver, RequestObserver
-from shared.domain import Request
+from shared.domain import SLO, Request
 from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
 from shared.telemetry import trace_headers, tracer
+
+
+@dataclass(frozen=True)
+class BatchAdmission:
+    """A batch request's settled admission inputs: its creator, SLO and idempotent id."""
+
+    principal: Principal
+    slo: SLO
+    request_id: str
 
 
 @dataclass
@@ -94,11 +103,13 @@ class Pipeline:
         body: CompletionRequest | ChatCompletionRequest,
         headers: Mapping[str, str],
         authorization: str | None,
+        batch: BatchAdmission | None = None,
     ) -> Admitted:
         """Validate, predict, admit; raises APIError (4xx/5xx) before anything reaches a replica.
 
         One trace per request: a root `request` span (ended when the stream ends) holds
-        `admission` here, `grouping` in the scheduler and `execution` in the replica.
+        `admission` here, `grouping` in the scheduler and `execution` in the replica. A batch
+        request (`batch`) comes with its creator, SLO and idempotent id already settled.
         """
         if self.admitting >= self.args.max_admitting_requests:
             self.observer.rejected("", "ingress at capacity")
@@ -110,7 +121,7 @@ class Pipeline:
         root = self._tracer.start_span("request")
         self.admitting += 1
         try:
-            return await self._admit(body, headers, authorization, root)
+            return await self._admit(body, headers, authorization, root, batch)
         except BaseException as err:
             root.set_attribute("slomesh.error", str(err))
             root.end()
@@ -124,14 +135,18 @@ class Pipeline:
         headers: Mapping[str, str],
         authorization: str | None,
         root: trace.Span,
+        batch: BatchAdmission | None = None,
     ) -> Admitted:
         ctx = trace.set_span_in_context(root)
         with self._tracer.start_as_current_span("admission", context=ctx) as span:
-            principal = authenticate(authorization, self.args.api_keys)
-            slo = resolve_slo(body.slo, headers, principal.default_class, self.args.slo)
+            if batch is None:
+                principal = authenticate(authorization, self.args.api_keys)
+                slo = resolve_slo(body.slo, headers, principal.default_class, self.args.slo)
+            else:
+                principal, slo = batch.principal, batch.slo
             prompt = self.render(body) if body.model in self.models else ""
             req = build_request_meta(
-                request_id=uuid.uuid4().hex[:16],
+                request_id=batch.request_id if batch else uuid.uuid4().hex[:16],
                 body=body,
                 principal=principal,
                 slo=slo,

@@ -1,0 +1,83 @@
+"""Executes one batch request through the same admission pipeline as a single request.
+
+The batch's completion window becomes the request's SLO: its end-to-end deadline is the batch's
+`expires_at`, and so is its TTFT deadline (rounded down to a whole minute, so the requests of
+one batch share QLM's partition (model, class, TTFT) and form request groups together), in the
+SLO class `batch`. With the longest deadlines in the mesh, QLM places their groups behind
+every interactive group in the virtual queues; the replicas see the lowest vLLM priority
+(`BatchConfig.priority`). A 429/503 from admission comes back as an `ExecResult` with its
+Retry-After for the runner to retry later.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from services.ingress.core.auth import Principal
+from services.ingress.core.batch_files import ENDPOINTS, BatchConfig
+from services.ingress.core.batch_runner import BatchRequest, ExecResult
+from services.ingress.core.errors import APIError
+from services.ingress.core.openai_schema import (
+    ChatCompletionRequest,
+    chat_completion_response,
+    completion_response,
+    validate_body,
+)
+from services.ingress.pipeline import BatchAdmission, Pipeline
+from shared.domain import SLO
+
+BATCH_CLASS = "batch"
+
+
+def batch_slo(deadline_abs_s: float, now_s: float) -> SLO:
+    """The SLO of a batch request sent at `now_s`: TTFT and end-to-end deadline at the batch's
+    expiry (the TTFT one rounded down to a whole minute when a minute or more is left)."""
+    left = max(deadline_abs_s - now_s, 1.0)
+    ttft = math.floor(left / 60.0) * 60.0 if left >= 60.0 else left
+    return SLO(ttft_deadline_s=ttft, e2e_deadline_s=left, class_name=BATCH_CLASS)
+
+
+class PipelineExecutor:
+    """`BatchExecutor` over the ingress `Pipeline` (predict, admit, stream, collect)."""
+
+    def __init__(self, pipeline: Pipeline, config: BatchConfig) -> None:
+        self.pipeline = pipeline
+        self.config = config
+
+    async def execute(self, request: BatchRequest) -> ExecResult:
+        kind = ENDPOINTS[request.url]
+        try:
+            body = validate_body(request.body, kind).model_copy(
+                update={"priority": self.config.priority, "stream": False}
+            )
+            admission = BatchAdmission(
+                Principal(**request.principal),
+                batch_slo(request.deadline_abs_s, time.time()),
+                f"{request.request_id[:12]}-{request.attempt}",
+            )
+            admitted = await self.pipeline.admit(body, {}, None, admission)
+            parts: list[str] = []
+            reason, tokens = "stop", 0
+            try:
+                async for chunk in admitted.chunks:
+                    parts.append(chunk.text)
+                    tokens = chunk.output_tokens
+                    if chunk.finished:
+                        reason = chunk.finish_reason or "stop"
+            finally:
+                await admitted.chunks.aclose()  # type: ignore[attr-defined]
+        except APIError as err:
+            return ExecResult(err.status, err.body(), err.retry_after_s)
+        build = chat_completion_response if kind is ChatCompletionRequest else completion_response
+        out: dict[str, Any] = build(
+            request_id=admitted.request.request_id,
+            model=body.model,
+            created_s=admitted.request.arrival_s,
+            text="".join(parts),
+            finish_reason=reason,  # type: ignore[arg-type]
+            prompt_tokens=admitted.request.input_tokens,
+            completion_tokens=tokens,
+        )
+        return ExecResult(200, out)

@@ -1,0 +1,130 @@
+"""The Batch API routes in process, through the official `openai` client (unmodified, over the
+FastAPI app's TestClient), with the batch run by the replica's own runner and executor over the
+ingress pipeline (the mesh a test double): files.create, batches.create/retrieve/list/cancel,
+files.content, and the validation errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from batch_doubles import batch_jsonl
+from conftest import FakeMesh, build_ingress
+from fastapi.testclient import TestClient
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[openai.OpenAI, Any]]:
+    app, instance = build_ingress(
+        monkeypatch, FakeMesh(), batch={"storage_dir": str(tmp_path), "min_window_s": 1}
+    )
+    with TestClient(app, raise_server_exceptions=False) as http:
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="k", http_client=http)
+        yield client, instance
+
+
+def _run(instance: Any, batch_id: str) -> None:
+    asyncio.run(instance.batches.runner.run_batch(batch_id))
+
+
+@pytest.mark.parametrize("url", ["/v1/completions", "/v1/chat/completions"])
+def test_openai_client_round_trip(setup: tuple[openai.OpenAI, Any], url: str) -> None:
+    client, instance = setup
+    file = client.files.create(file=("in.jsonl", batch_jsonl(5, url)), purpose="batch")
+    assert file.object == "file" and file.purpose == "batch" and file.bytes > 0
+    assert client.files.retrieve(file.id).id == file.id
+    batch = client.batches.create(input_file_id=file.id, endpoint=url, completion_window="24h")
+    assert batch.status == "validating" and batch.expires_at == batch.created_at + 86_400
+    _run(instance, batch.id)
+    done = client.batches.retrieve(batch.id)
+    assert done.status == "completed" and done.output_file_id and done.error_file_id is None
+    assert done.request_counts is not None
+    assert (done.request_counts.total, done.request_counts.completed) == (5, 5)
+    lines = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
+    assert [x["custom_id"] for x in lines] == [f"r{i}" for i in range(5)]
+    kind = "chat.completion" if "chat" in url else "text_completion"
+    assert all(x["response"]["body"]["object"] == kind for x in lines)
+    assert all(x["response"]["body"]["usage"]["completion_tokens"] == 3 for x in lines)
+
+
+def test_list_pages_and_cancel(setup: tuple[openai.OpenAI, Any]) -> None:
+    client, instance = setup
+    file = client.files.create(file=("in.jsonl", batch_jsonl(3)), purpose="batch")
+    ids = [
+        client.batches.create(
+            input_file_id=file.id, endpoint="/v1/completions", completion_window="1h"
+        ).id
+        for _ in range(5)
+    ]
+    page = client.batches.list(limit=2)
+    assert [b.id for b in page.data] == ids[::-1][:2] and page.has_more
+    assert [b.id for b in client.batches.list(limit=2)] == ids[::-1]  # follows `after`
+    cancelled = client.batches.cancel(ids[0])
+    assert cancelled.status == "cancelling"
+    _run(instance, ids[0])
+    final = client.batches.retrieve(ids[0])
+    assert final.status == "cancelled" and final.cancelled_at is not None
+    assert client.batches.cancel(ids[0]).status == "cancelled"  # idempotent
+    _run(instance, ids[1])
+    assert client.batches.retrieve(ids[1]).status == "completed"
+    with pytest.raises(openai.ConflictError):
+        client.batches.cancel(ids[1])
+
+
+@pytest.mark.parametrize(
+    ("content", "purpose", "param"),
+    [
+        (b'{"custom_id":"a","method":"GET","url":"/v1/completions","body":{}}', "batch", "method"),
+        (b'{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{}}', "batch", "url"),
+        (
+            b'{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"m"}}',
+            "batch",
+            "prompt",
+        ),
+        (batch_jsonl(1) + batch_jsonl(1), "batch", "custom_id"),
+        (b"not json", "batch", "line 1"),
+        (b"", "batch", "file"),
+        (batch_jsonl(1), "fine-tune", "purpose"),
+    ],
+    ids=["method", "url", "body", "duplicate-id", "json", "empty", "purpose"],
+)
+def test_upload_validation(
+    setup: tuple[openai.OpenAI, Any], content: bytes, purpose: str, param: str
+) -> None:
+    client, _ = setup
+    with pytest.raises(openai.BadRequestError) as err:
+        client.files.create(file=("in.jsonl", content), purpose=purpose)  # type: ignore[arg-type]
+    body = err.value.body
+    assert isinstance(body, dict) and param in (body.get("param") or "")
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"completion_window": "2d"}, "completion_window"),
+        ({"endpoint": "/v1/embeddings"}, "endpoint"),
+        ({"input_file_id": "file-nope"}, "input_file_id"),
+    ],
+)
+def test_create_validation(
+    setup: tuple[openai.OpenAI, Any], change: dict[str, str], param: str
+) -> None:
+    client, _ = setup
+    file = client.files.create(file=("in.jsonl", batch_jsonl(1)), purpose="batch")
+    args = {"input_file_id": file.id, "endpoint": "/v1/completions", "completion_window": "24h"}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.batches.create(**(args | change))  # type: ignore[arg-type]
+    assert isinstance(err.value.body, dict) and err.value.body.get("param") == param
+
+
+def test_unknown_ids_are_404(setup: tuple[openai.OpenAI, Any]) -> None:
+    client, _ = setup
+    with pytest.raises(openai.NotFoundError):
+        client.batches.retrieve("batch_nope")
+    with pytest.raises(openai.NotFoundError):
+        client.files.content("file-nope")
