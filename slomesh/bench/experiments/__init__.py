@@ -9,6 +9,7 @@ in `slomesh.bench.experiments.helpers`.
 from __future__ import annotations
 
 from shared.policy import Registry
+from slomesh.bench.experiments.autoscale_diurnal import AutoscaleDiurnal
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
 from slomesh.bench.experiments.lengths_prompts import LengthsPrompts
 from slomesh.bench.experiments.qlm_ablation_wa import QLMAblationWA
@@ -36,6 +37,7 @@ EXPERIMENTS: Registry[Experiment] = Registry(
             QLMDelta,
             QLMSolver,
             LengthsPrompts,
+            AutoscaleDiurnal,
         )
     },
 )
