@@ -123,6 +123,10 @@ class InstanceStats:
     swaps: int
     last_finish_s: float | None
     requests_finished: int
+    prefix_hit_tokens: int = 0
+    """Prompt tokens its prefix cache served (not prefilled)."""
+    prefix_prompt_tokens: int = 0
+    """Prompt tokens of the requests it looked up in its prefix cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.metrics.fairness import jain_of_service, tenant_service
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 
 SIGNIFICANT_DIGITS = 6
@@ -107,6 +108,19 @@ class PolicySummary:
     wall_s: float
     duration_s: float
     by_class: dict[str, ClassSummary] = field(default_factory=dict)
+    prefix_hit_rate: float = 0.0
+    """Share of the prompt tokens the engines' prefix caches served (not prefilled)."""
+    jain_index: float = 1.0
+    """Jain's index of per-tenant service (tokens served while arrivals last) normalised by
+    each tenant's max-min fair share (shared/metrics/fairness.py); 1.0 with one tenant."""
+    attainment_by_tenant: dict[str, float] = field(default_factory=dict)
+    """SLO attainment per tenant (rejected requests count as missed)."""
+    attainment_by_band: dict[str, float] = field(default_factory=dict)
+    """SLO attainment per criticality band ("critical" > 0, "standard" 0, "sheddable" < 0)."""
+    rejected_by_band: dict[str, int] = field(default_factory=dict)
+    """Rejected (and shed) requests per band."""
+    reject_answer_max_s: float | None = None
+    """Longest time from a rejected request's arrival to its answer (None: none rejected)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values in field order; floats rounded to 6 significant digits."""
@@ -183,6 +197,15 @@ def summarize(run: RunResult) -> PolicySummary:
     by_class = {name: _class_summary(by_class_records[name]) for name in sorted(by_class_records)}
 
     lat = _latencies(records)
+    demand, served = tenant_service(records)
+    by_tenant: dict[str, list[RequestRecord]] = {}
+    by_band: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        by_tenant.setdefault(r.tenant, []).append(r)
+        by_band.setdefault(band_name(r.criticality), []).append(r)
+    answered = [
+        r.rejected_s - r.arrival_s for r in records if r.rejected and r.rejected_s is not None
+    ]
     n_inst = len(run.instances)
     busy = sum(i.busy_s for i in run.instances)
     return PolicySummary(
@@ -215,4 +238,24 @@ def summarize(run: RunResult) -> PolicySummary:
         wall_s=run.wall_s,
         duration_s=duration,
         by_class=by_class,
+        prefix_hit_rate=_fraction(
+            sum(i.prefix_hit_tokens for i in run.instances),
+            sum(i.prefix_prompt_tokens for i in run.instances),
+        ),
+        jain_index=jain_of_service(demand, served),
+        attainment_by_tenant={
+            t: _fraction(sum(r.slo_met for r in rs), len(rs)) for t, rs in sorted(by_tenant.items())
+        },
+        attainment_by_band={
+            b: _fraction(sum(r.slo_met for r in rs), len(rs)) for b, rs in sorted(by_band.items())
+        },
+        rejected_by_band={b: sum(r.rejected for r in rs) for b, rs in sorted(by_band.items())},
+        reject_answer_max_s=max(answered) if answered else None,
     )
+
+
+def band_name(criticality: int) -> str:
+    """The band of a criticality: critical (> 0), standard (0) or sheddable (< 0)."""
+    if criticality > 0:
+        return "critical"
+    return "standard" if criticality == 0 else "sheddable"

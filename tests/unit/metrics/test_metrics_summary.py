@@ -207,6 +207,12 @@ def test_to_dict_is_json_ready(summary: PolicySummary) -> None:
         "wall_s",
         "duration_s",
         "by_class",
+        "prefix_hit_rate",
+        "jain_index",
+        "attainment_by_tenant",
+        "attainment_by_band",
+        "rejected_by_band",
+        "reject_answer_max_s",
     ]
     assert d["slo_attainment"] == 0.333333
     assert d["attainment_by_class"] == {"batch": 0.25, "chat": 0.5}

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.scheduler.core.fairness.config import TenancyConfig
 from services.scheduler.core.qlm.groups import GroupingConfig
 from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
 
@@ -66,3 +67,5 @@ class QLMConfig(BaseModel):
     so later arrivals cannot reorder what is scored. None: predictions at arrival only."""
     lengths: Literal["predicted", "true"] = "predicted"
     """Output lengths from the online length predictor, or the true ones (oracle ablation)."""
+    tenancy: TenancyConfig = TenancyConfig()
+    """Bands (strict criticality order), fairness between tenants (VTC) and shedding."""

@@ -24,8 +24,20 @@ from services.scheduler.core.qlm.clustering import features as features
 from services.scheduler.core.qlm.clustering import plan_partition, split_halves
 from shared.domain import Request
 
-PartitionKey = tuple[str, str, float]
-"""(model, SLO class, relative TTFT deadline): groups never span two partitions."""
+PartitionKey = tuple[str, str, float, str, int]
+"""(model, SLO class, relative TTFT deadline, tenant, criticality): groups never span two
+partitions, so a group belongs to one tenant and one band (fairness picks among them)."""
+
+
+def partition_of(request: Request) -> PartitionKey:
+    """The partition a request's group belongs to."""
+    return (
+        request.model,
+        request.slo.class_name,
+        request.slo.ttft_deadline_s,
+        request.tenant,
+        request.criticality,
+    )
 
 
 @dataclass(eq=False, slots=True)
@@ -43,6 +55,10 @@ class RequestGroup:
     ttft_deadline_s: float
     """Relative TTFT SLO of the class (seconds after arrival)."""
     created_s: float
+    tenant: str = "default"
+    """Tenant of every member (groups never mix tenants)."""
+    criticality: int = 0
+    """Band of every member (higher is more critical; negative: sheddable)."""
     queue: deque[Member] = field(default_factory=deque, init=False)
     """Queued members in FCFS order (ascending arrival_s; ties in insertion order)."""
     _members: dict[str, Member] = field(default_factory=dict, init=False, repr=False)
@@ -58,6 +74,10 @@ class RequestGroup:
     @property
     def size(self) -> int:
         return len(self.queue)
+
+    @property
+    def partition(self) -> PartitionKey:
+        return (self.model, self.slo_class, self.ttft_deadline_s, self.tenant, self.criticality)
 
     @property
     def centroid(self) -> tuple[float, float]:
@@ -233,7 +253,7 @@ class Grouper:
         """
         if request.request_id in self._where:
             raise ValueError(f"request {request.request_id!r} is already queued")
-        key: PartitionKey = (request.model, request.slo.class_name, request.slo.ttft_deadline_s)
+        key = partition_of(request)
         fx, fy = features(request, estimate)
         best: RequestGroup | None = None
         best_d2 = self.config.join_max_distance**2
@@ -264,7 +284,7 @@ class Grouper:
         else:
             group.remove(request_id)
         if group.size == 0:
-            self._drop((group.model, group.slo_class, group.ttft_deadline_s), group)
+            self._drop(group.partition, group)
         return group
 
     def pop_head(self, group_id: str) -> Member | None:
@@ -324,7 +344,7 @@ class Grouper:
         """Algorithm 1's split rule (`split_halves`, FCFS halves) on one oversized group: the
         older half stays in `group` (same id and virtual-queue slot), the newer one is new."""
         parts = split_halves(list(group.queue), self.config.split_threshold)
-        key: PartitionKey = (group.model, group.slo_class, group.ttft_deadline_s)
+        key = group.partition
         self._fill(group, parts[0])
         for part in parts[1:]:
             self._fill(self._new_group(key, now_s), part)
@@ -335,10 +355,10 @@ class Grouper:
             self._where[request.request_id] = group
 
     def _new_group(self, key: PartitionKey, now_s: float) -> RequestGroup:
-        model, slo_class, ttft_s = key
+        model, slo_class, ttft_s, tenant, criticality = key
         gid = f"{model}/{slo_class}/{self._counter}"
         self._counter += 1
-        group = RequestGroup(gid, model, slo_class, ttft_s, created_s=now_s)
+        group = RequestGroup(gid, model, slo_class, ttft_s, now_s, tenant, criticality)
         self._groups[gid] = group
         self._partitions.setdefault(key, []).append(group)
         return group

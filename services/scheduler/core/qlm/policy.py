@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core.fairness.selector import GroupSelector
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.qlm.config import QLMConfig
 from services.scheduler.core.qlm.estimates import QueueEstimator
@@ -42,6 +43,8 @@ class QLMStats:
     rebalances: int = 0
     reclusters: int = 0
     instances_lost: int = 0
+    shed_at_arrival: int = 0
+    shed_from_queue: int = 0
 
 
 class QLMPolicy(GlobalPolicy):
@@ -67,7 +70,10 @@ class QLMPolicy(GlobalPolicy):
         """The SLO-quantile predictions the scheduler acts on, scored the same way."""
         self.instances: dict[str, InstanceHandle] = {}
         self.estimator = QueueEstimator(self.cfg, self.grouper, self.vqs, self.instances)
-        self.ops = ServingOps(self.cfg, self.grouper, self.vqs)
+        self.selector = GroupSelector(self.cfg.tenancy)
+        """Bands, tenant fairness (VTC counters) and what the counters were charged."""
+        self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector)
+        self._rejector: Rejector | None = None
         self.stats = QLMStats()
         self._pinned: dict[str, str] = {}
         self._rr = 0
@@ -85,14 +91,27 @@ class QLMPolicy(GlobalPolicy):
         now_s: float,
     ) -> None:
         self._sync(instances)
+        self._rejector = rejector
         if not any(i.serves(request.model) for i in self.instances.values()):
             rejector.reject(request, f"no instance serves model '{request.model}'", now_s)
+            return
+        if self._saturated_for_sheddable(request, now_s):
+            self.stats.shed_at_arrival += 1
+            rejector.reject(
+                request,
+                f"shed: sheddable request (criticality {request.criticality}) while the queue "
+                f"ahead cannot drain within its {request.slo.ttft_deadline_s:g}s TTFT SLO",
+                now_s,
+            )
             return
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
         group = self.grouper.assign(request, est, now_s)
+        self.selector.queued(request)
         self._place_new_groups(now_s)
         wait = self._predicted_wait(request, group, now_s)
+        if wait is not None and wait > request.slo.ttft_deadline_s and not request.sheddable:
+            self._shed_queued(request.criticality, now_s)
         if (
             wait is not None
             and wait > request.slo.ttft_deadline_s
@@ -140,9 +159,11 @@ class QLMPolicy(GlobalPolicy):
     def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
         self.ops.finished(instance, request.request_id)
         self.lengths.observe(request, output_tokens)
+        self.selector.finished(request.request_id, output_tokens)
 
     def on_engine_reject(self, request: Request, instance: str, reason: str, now_s: float) -> None:
         self.ops.finished(instance, request.request_id)  # its pulled seat is free again
+        self.selector.refunded(request)
 
     def snapshot_predictions(self, now_s: float) -> int:
         """Predict every queued request's wait from the current virtual-queue order (both the
@@ -186,7 +207,9 @@ class QLMPolicy(GlobalPolicy):
         self.vqs.drop_instance(instance)
         self.stats.instances_lost += 1
         for placed in self.ops.drop_instance(instance):
+            self.selector.refunded(placed.request)
             self.grouper.assign(placed.request, placed.estimate, now_s)
+            self.selector.queued(placed.request)
         self._place_new_groups(now_s)
         self._replan(now_s, force=True)
         for inst in self.instances.values():
@@ -251,6 +274,11 @@ class QLMPolicy(GlobalPolicy):
                 self._place_new_groups(now_s)
         late = set(self.estimator.violating_groups(now_s)) - self._accepted_late
         if late:
+            late_groups = [self.grouper.group(g) for g in late if self._known(g)]
+            if any(g.criticality >= 0 for g in late_groups):
+                self._shed_queued(0, now_s)
+            else:  # only sheddable work is late: it would miss anyway, answer it now
+                self._shed_queued(0, now_s, only=late_groups)
             self.stats.predicted_violations += 1
             self._replan(now_s)
         elif self.cfg.lso.balance and self._imbalanced(now_s):
@@ -316,6 +344,44 @@ class QLMPolicy(GlobalPolicy):
 
     def _drop_queued(self, request_id: str) -> None:
         group = self.grouper.group_of(request_id)
+        if group is not None:
+            self.selector.left_queue(group.queue[group.position_of(request_id)][0])
         self.grouper.remove(request_id)
         if group is not None and group.size == 0:
             self.vqs.remove(group.group_id)
+
+    def _known(self, group_id: str) -> bool:
+        try:
+            self.grouper.group(group_id)
+        except KeyError:
+            return False
+        return True
+
+    def _saturated_for_sheddable(self, request: Request, now_s: float) -> bool:
+        """A sheddable arrival meets saturation: the shortest predicted backlog of the
+        instances serving its model is over shed_backlog_factor x its TTFT SLO."""
+        ten = self.cfg.tenancy
+        if not (ten.shed and request.sheddable):
+            return False
+        names = [n for n, i in self.instances.items() if i.serves(request.model)]
+        backlog = min(self.estimator.backlog_s(n, now_s) for n in names)
+        return backlog > ten.shed_backlog_factor * request.slo.ttft_deadline_s
+
+    def _shed_queued(
+        self, criticality: int, now_s: float, only: list[RequestGroup] | None = None
+    ) -> None:
+        """Work of band `criticality` (>= 0) is predicted late: every queued sheddable request
+        (of the groups `only`, when given) leaves the queue and is answered at once."""
+        if not self.cfg.tenancy.shed or self._rejector is None or criticality < 0:
+            return
+        groups = self.grouper.groups() if only is None else only
+        victims = [request for g in groups if g.criticality < 0 for request, _ in g.queue]
+        for request in victims:
+            self._drop_queued(request.request_id)
+            self.stats.shed_from_queue += 1
+            self._rejector.reject(
+                request,
+                f"shed: sheddable request (criticality {request.criticality}) dropped from the "
+                "queue for more critical work predicted late",
+                now_s,
+            )

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.fairness.selector import GroupSelector
 from services.scheduler.core.qlm.config import QLMConfig
 from services.scheduler.core.qlm.groups import Grouper, OutputEstimate, RequestGroup
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
@@ -39,10 +40,18 @@ OnPulled = Callable[[Placed, float], None]
 
 
 class ServingOps:
-    def __init__(self, cfg: QLMConfig, grouper: Grouper, vqs: VirtualQueues) -> None:
+    def __init__(
+        self,
+        cfg: QLMConfig,
+        grouper: Grouper,
+        vqs: VirtualQueues,
+        selector: GroupSelector | None = None,
+    ) -> None:
         self.cfg = cfg
         self.grouper = grouper
         self.vqs = vqs
+        self.selector = selector if selector is not None else GroupSelector(cfg.tenancy)
+        """Bands and tenant fairness: which non-empty group of a queue is served next."""
         self.placed: dict[str, dict[str, Placed]] = {}
         self.evicted: dict[str, list[str]] = {}
         self.evictions = 0
@@ -64,25 +73,25 @@ class ServingOps:
         return list(self.placed.pop(instance, {}).values())
 
     def head(self, instance: str) -> RequestGroup | None:
-        for gid in self.vqs.order(instance):
-            g = self.grouper.group(gid)
-            if g.size > 0:
-                return g
-        return None
+        """The group `instance` serves next: the first non-empty one of its virtual queue, as
+        bands and tenant fairness choose (fairness/selector.py)."""
+        groups = [
+            g for g in (self.grouper.group(gid) for gid in self.vqs.order(instance)) if g.size
+        ]
+        return self.selector.choose(groups)
 
     def _steal(self, inst: InstanceHandle) -> RequestGroup | None:
         """An instance whose own queue is empty serves the most urgent head group of another
         queue (load balancing without migrating running work). None when there is nothing."""
-        best: RequestGroup | None = None
+        heads: list[RequestGroup] = []
         for other in self.vqs.names():
             if other == inst.name:
                 continue
             g = self.head(other)
-            if g is None or not inst.serves(g.model):
-                continue
-            if best is None or g.earliest_deadline_abs_s < best.earliest_deadline_abs_s:
-                best = g
-        return best
+            if g is not None and inst.serves(g.model):
+                heads.append(g)
+        heads.sort(key=lambda g: g.earliest_deadline_abs_s)
+        return self.selector.choose(heads)
 
     def submit(
         self,
@@ -96,6 +105,8 @@ class ServingOps:
         self.grouper.remove(request.request_id)
         if group.size == 0:
             self.vqs.remove(group.group_id)
+        self.selector.left_queue(request)
+        self.selector.dispatched(request, estimate.mean_tokens)
         placed = Placed(request, estimate, now_s)
         self.placed[inst.name][request.request_id] = placed
         on_pulled(placed, now_s)
@@ -161,16 +172,26 @@ class ServingOps:
         if not kv_short:
             return False
         evicted = set(self.evicted[inst.name])
+        bands = self.cfg.tenancy.bands
         victims = [
             p
             for rid, p in self.placed[inst.name].items()
             if rid not in evicted
-            and p.request.slo.ttft_deadline_s > head.ttft_deadline_s
-            and p.request.ttft_deadline_abs_s > head.earliest_deadline_abs_s
+            and (
+                (bands and p.request.criticality < head.criticality)
+                or (
+                    p.request.criticality <= head.criticality
+                    and p.request.slo.ttft_deadline_s > head.ttft_deadline_s
+                    and p.request.ttft_deadline_abs_s > head.earliest_deadline_abs_s
+                )
+            )
         ]
         if not victims:
             return False
-        victims.sort(key=lambda p: (-p.request.slo.ttft_deadline_s, -p.pulled_s))
+        # lower bands first (sheddable work is evicted first), then the loosest, newest
+        victims.sort(
+            key=lambda p: (p.request.criticality, -p.request.slo.ttft_deadline_s, -p.pulled_s)
+        )
         need = _tokens_of_next(head, self.cfg.pull_window_requests)
         chosen: list[str] = []
         freed = 0.0
