@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from slomesh.cli import mesh
+from slomesh.cli.errors import UsageError
 
 _PROMPT = "measure the mesh"
 
@@ -37,7 +38,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="handle",
         help="how the ingress calls the other services",
     )
-    p.add_argument("--out", type=Path, default=Path("runs/bench-mesh.json"))
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="result file (default runs/bench-mesh.json); with --compare a folder for "
+        "compare.json (default runs/compare)",
+    )
+    p.add_argument(
+        "--compare",
+        default=None,
+        help='side by side with slomesh on the tiny vLLM model: "bare-vllm,ray-serve-llm"',
+    )
+    p.add_argument(
+        "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"
+    )
     p.add_argument(
         "--engine",
         choices=["simulated", "vllm"],
@@ -245,7 +260,41 @@ async def _probe(
     }
 
 
+async def _warm_then_capacity(
+    args: argparse.Namespace, url: str, rates: list[float]
+) -> list[dict[str, Any]]:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        for _ in range(10):  # warm-up: connections, lazily created stubs
+            await _http_ttft(client, url, _MODEL["simulated"])
+    return await _capacity(url, rates, args.seconds, args.seed, _MODEL["simulated"])
+
+
+def _admission_capacity(args: argparse.Namespace) -> float | None:
+    """The highest --rates step with p99 admission <= 50 ms and no errors, zero-time
+    simulated engines (what `admission_capacity_rps` of compare.json reports)."""
+    config = _zero_time_config(args.transport, "simulated")
+    mesh.start(config)
+    try:
+        http, _ = mesh.endpoints(config)
+        rates = [float(r) for r in args.rates.split(",") if r.strip()]
+        steps = asyncio.run(_warm_then_capacity(args, f"{http}/completions", rates))
+    finally:
+        mesh.stop()
+    ok = [s["rate_rps"] for s in steps if s["p99_ms"] <= 50.0 and s["errors"] == 0]
+    return max(ok, default=0.0)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.compare is not None:
+        from slomesh.cli.bench_compare import run_compare
+
+        try:
+            return run_compare(args, lambda: _admission_capacity(args))
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    args.out = args.out or Path("runs/bench-mesh.json")
     config = _zero_time_config(args.transport, args.engine)
     if args.engine == "vllm":
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir

@@ -1,0 +1,166 @@
+"""`bench-mesh --compare`: bare vLLM, Ray Serve LLM and slomesh, one after another in one
+sitting, on the same tiny local model and engine arguments, measured by the same client.
+
+Per system: start-up (launch to the first answered chat completion), warm-up, first-token
+latency at max_tokens=1, total latency at 16 tokens, a max_tokens sweep (decode per token is its
+slope), then 8 closed-loop streams for `c8_seconds` with the CPU its processes spend outside
+vLLM's engine core. slomesh's spans (its own trace file) are split into the unloaded probes and
+the concurrency-8 run. A system that cannot start is reported with its reason; the rest go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slomesh.bench.compare import load
+from slomesh.bench.compare.cpu import tree_cpu
+from slomesh.bench.compare.stats import SYSTEM_NAMES, SystemResult
+from slomesh.bench.compare.systems import (
+    NotStarted,
+    Running,
+    SystemSpec,
+    bare_vllm_spec,
+    engine_kwargs,
+    launch,
+    ray_serve_llm_spec,
+    slomesh_spec,
+    stop,
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure (the same for every system)."""
+
+    first_token_requests: int = 100
+    total16_requests: int = 40
+    sweep_max_tokens: tuple[int, ...] = (1, 8, 16, 32, 64)
+    sweep_requests: int = 8
+    c8_max_tokens: int = 32
+    c8_seconds: float = 30.0
+    warmup_requests: int = 10
+
+
+def parse_systems(text: str) -> list[str]:
+    """The --compare list plus slomesh (always measured, last), in a fixed order; unknown
+    names fail listing the valid ones."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SYSTEM_NAMES]
+    if unknown:
+        raise ValueError(
+            f"--compare: unknown system(s) {', '.join(unknown)}; valid: {', '.join(SYSTEM_NAMES)}"
+        )
+    return [n for n in SYSTEM_NAMES if n in names or n == "slomesh"]
+
+
+def slomesh_config(config: dict[str, Any], traces: Path) -> dict[str, Any]:
+    """The default vLLM mesh config with every service's spans in `traces`."""
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        args = app.setdefault("args", {})
+        args["tracing"] = {"exporter": "file", "file_path": str(traces)}
+    return out
+
+
+async def measure(
+    spec: SystemSpec, running: Running, plan: Plan, result: SystemResult
+) -> dict[str, tuple[float, float]]:
+    """Fill `result` with the client-side figures; returns the phases' unix-time windows."""
+    client = load.client_for(spec.base_url)
+    windows: dict[str, tuple[float, float]] = {}
+    try:
+        await load.sequential(client, spec.model, 16, plan.warmup_requests)
+        t = time.time()
+        first = await load.sequential(client, spec.model, 1, plan.first_token_requests)
+        windows["unloaded max_tokens=1"] = (t, time.time())
+        result.first_token_s = [s.first_s for s in first]
+        total = await load.sequential(client, spec.model, 16, plan.total16_requests)
+        result.total16_s = [s.total_s for s in total]
+        for n in plan.sweep_max_tokens:
+            runs = await load.sequential(client, spec.model, n, plan.sweep_requests)
+            result.sweep_s[n] = [s.total_s for s in runs]
+        before = tree_cpu(running.proc.pid)
+        t = time.time()
+        req, tok, err, took = await load.concurrent(
+            client, spec.model, plan.c8_max_tokens, 8, plan.c8_seconds
+        )
+        windows["concurrency 8"] = (t, time.time())
+        used = tree_cpu(running.proc.pid).minus(before)
+        result.c8_requests, result.c8_tokens, result.c8_errors = req, tok, err
+        result.c8_seconds = took
+        result.cpu_outside_engine_s = used.outside_s
+        result.cpu_by_process_s = {k: round(v, 3) for k, v in used.by_process.items() if v > 0}
+    finally:
+        await client.close()
+    return windows
+
+
+def run_system(
+    spec: SystemSpec,
+    plan: Plan,
+    log_dir: Path,
+    report: Callable[[str], None] = print,
+    launcher: Callable[..., Running] = launch,
+) -> tuple[SystemResult, dict[str, tuple[float, float]]]:
+    """Start, measure and stop one system; a system that cannot start or fails is returned
+    with ran=False and the reason (also reported), never raised."""
+    result = SystemResult(spec.name, spec.engines)
+    report(f"== {spec.name}: starting")
+    try:
+        running = launcher(spec, log_dir, lambda s: load.answers(s.base_url, s.model))
+    except NotStarted as err:
+        result.why_not = str(err)
+        report(f"== {spec.name}: cannot run: {err}")
+        return result, {}
+    result.startup_s = running.startup_s
+    report(f"== {spec.name}: up in {running.startup_s:.1f} s, measuring")
+    try:
+        windows = asyncio.run(measure(spec, running, plan, result))
+        result.ran = True
+    except Exception as exc:
+        result.why_not = f"failed while measured: {exc!r}"
+        report(f"== {spec.name}: {result.why_not}\n{traceback.format_exc(limit=3)}")
+        windows = {}
+    finally:
+        stop(running)
+    return result, windows
+
+
+def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[SystemSpec]:
+    import yaml
+
+    from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+    from slomesh.cli import mesh
+
+    build_tiny_model(default_tiny_model_dir())
+    config = mesh.load_config(mesh.CONFIGS["vllm"])
+    replicas = [a for a in config["applications"] if a["name"].startswith("replica-")]
+    model = replicas[0]["args"]["model"]
+    kwargs = engine_kwargs(replicas[0]["args"]["vllm"])
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # as slomesh's replicas (multiprocessing off)
+    traces = (out_dir / "traces-slomesh.jsonl").resolve()
+    traces.unlink(missing_ok=True)
+    cfg_path = out_dir / "slomesh.yaml"
+    cfg_path.write_text(yaml.safe_dump(slomesh_config(config, traces)))
+    http, _ = mesh.endpoints(config)
+    made = {
+        "bare-vllm": lambda: bare_vllm_spec(kwargs, model, ports["bare-vllm"], env),
+        "ray-serve-llm": lambda: ray_serve_llm_spec(kwargs, model, ports["ray-serve-llm"], env),
+        "slomesh": lambda: slomesh_spec(
+            cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], len(replicas), http, model
+        ),
+    }
+    return [made[n]() for n in names]
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"

@@ -1,0 +1,66 @@
+"""`slomesh bench-mesh --compare bare-vllm,ray-serve-llm`: the side-by-side run (see
+slomesh/bench/compare/run.py) and its outputs: the table, the span breakdown of slomesh's
+traces, DIR/compare.json (issue 16's schema) and DIR/compare-detail.json (every figure)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from slomesh.bench.compare.run import Plan, load_average, parse_systems, run_system, specs
+from slomesh.bench.compare.stats import (
+    SystemResult,
+    compare_json,
+    format_spans,
+    format_table,
+    span_breakdown,
+)
+
+PORTS = {"bare-vllm": 8001, "ray-serve-llm": 8002}
+"""Where the peers listen (slomesh: its config's 8000)."""
+
+
+def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float | None]) -> int:
+    names = parse_systems(args.compare)
+    out_dir: Path = args.out if args.out is not None else Path("runs/compare")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = Plan(c8_seconds=args.c8_seconds)
+    print(f"load average before: {load_average()}")
+    results: list[SystemResult] = []
+    span_tables: dict[str, dict[str, dict[str, float]]] = {}
+    for spec in specs(names, out_dir, PORTS):
+        result, windows = run_system(spec, plan, out_dir / "logs")
+        print(f"   load average: {load_average()}")
+        if spec.name == "slomesh":
+            traces = out_dir / "traces-slomesh.jsonl"
+            lines = traces.read_text().splitlines() if traces.exists() else []
+            for phase, window in windows.items():
+                span_tables[phase] = span_breakdown(lines, window)
+            result.spans = span_tables.get("unloaded max_tokens=1", {})
+        results.append(result)
+    capacity = admission_capacity() if args.rates.strip() else None
+    print(f"load average after: {load_average()}")
+    print()
+    print(format_table(results))
+    for phase, table in span_tables.items():
+        print(f"\nslomesh spans, {phase}:")
+        print(format_spans(table))
+    for r in results:
+        if r.cpu_by_process_s:
+            top = list(r.cpu_by_process_s.items())[:8]
+            print(f"\n{r.name}: CPU s over the c8 run by process: ", end="")
+            print(", ".join(f"{k} {v:.1f}" for k, v in top))
+    print(f"\nadmission capacity (simulated engines, p99 <= 50 ms): {capacity}")
+    (out_dir / "compare.json").write_text(json.dumps(compare_json(results, capacity), indent=2))
+    detail = {
+        "systems": [asdict(r) for r in results],
+        "spans": span_tables,
+        "plan": asdict(plan),
+        "load_average_end": load_average(),
+    }
+    (out_dir / "compare-detail.json").write_text(json.dumps(detail, indent=2))
+    print(f"wrote {out_dir / 'compare.json'} and {out_dir / 'compare-detail.json'}")
+    return 0
