@@ -8,8 +8,9 @@ d_i (every tenant gets min(d_i, L), with the level L such that Σ min(d_i, L) = 
 max-min fair system has every x_i = served_i / share_i = 1.
 
 What `tenant_service` counts (shared/metrics/summary.py uses it): demand is the tokens (input +
-true output, else max_tokens) of the requests a tenant sent; service is the input + output
-tokens of its requests that finished by the window's end. The window is the arrival period
+output) of the requests a tenant sent; service is the tokens served by the window's end
+(a request's prompt once its first token is out, its output tokens pro rata of its decode
+time elapsed). The window is the arrival period
 (first to last arrival): the simulator runs until every request is answered, so over the whole
 run every tenant is eventually served in full and only service while the load lasts can show
 unfairness.
@@ -84,7 +85,16 @@ def tenant_service(
             done = outputs.get(r.tenant, [])
             out = sum(done) / len(done) if done else 0.0
         demand[r.tenant] = demand.get(r.tenant, 0.0) + r.input_tokens + out
-        served.setdefault(r.tenant, 0.0)
-        if r.finished and r.finish_s is not None and r.finish_s <= end:
-            served[r.tenant] += r.input_tokens + r.output_tokens
+        served[r.tenant] = served.get(r.tenant, 0.0) + _served_by(r, end)
     return demand, served
+
+
+def _served_by(r: RequestRecord, end_s: float) -> float:
+    """Tokens of `r` served by `end_s`: its prompt once its first token is out, and its output
+    tokens pro rata of the decode time elapsed (they come out at a near-constant pace)."""
+    if not r.finished or r.first_token_s is None or r.finish_s is None or r.first_token_s > end_s:
+        return 0.0
+    if r.finish_s <= end_s or r.output_tokens <= 1:
+        return float(r.input_tokens + r.output_tokens)
+    frac = (end_s - r.first_token_s) / (r.finish_s - r.first_token_s)
+    return r.input_tokens + 1 + frac * (r.output_tokens - 1)

@@ -14,6 +14,7 @@ from shared.policy import Registry
 from slomesh.bench.stacks.base import StackConfig
 from slomesh.bench.stacks.baselines import BASELINE_STACKS
 from slomesh.bench.stacks.batching import BATCHING_STACKS
+from slomesh.bench.stacks.fairness import FAIRNESS_STACKS
 from slomesh.bench.stacks.qlm import QLM_STACKS
 from slomesh.bench.stacks.scorpio import SCORPIO_STACKS
 from slomesh.bench.stacks.slomesh import SLOMESH_STACKS
@@ -24,7 +25,12 @@ def _constant(stack: StackConfig) -> Callable[[], StackConfig]:
 
 
 ALL_STACKS: list[StackConfig] = (
-    BASELINE_STACKS + QLM_STACKS + SCORPIO_STACKS + BATCHING_STACKS + SLOMESH_STACKS
+    BASELINE_STACKS
+    + QLM_STACKS
+    + SCORPIO_STACKS
+    + BATCHING_STACKS
+    + SLOMESH_STACKS
+    + FAIRNESS_STACKS
 )
 
 STACKS: Registry[StackConfig] = Registry("policy", {s.name: _constant(s) for s in ALL_STACKS})

@@ -25,9 +25,9 @@ class TenancyConfig(BaseModel):
     """Counter weights and per-tenant weights."""
     shed: bool = True
     """Shed sheddable work (criticality < 0) first under saturation: a sheddable arrival is
-    rejected at once when the queue ahead cannot drain within its TTFT SLO, and queued
-    sheddable requests are dropped (answered at once) when more critical work is predicted
-    late."""
+    rejected at once when more critical work waits in the global queue or the queue ahead
+    cannot drain within its TTFT SLO, and queued sheddable requests are dropped (answered at
+    once) when more critical work is predicted late."""
     shed_backlog_factor: float = Field(1.0, gt=0)
     """A sheddable arrival is rejected when the shortest predicted backlog of the replicas
     serving its model exceeds this multiple of its TTFT SLO."""

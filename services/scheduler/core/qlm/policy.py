@@ -24,6 +24,7 @@ from services.scheduler.core.qlm.estimates import QueueEstimator
 from services.scheduler.core.qlm.groups import Grouper, RequestGroup
 from services.scheduler.core.qlm.length_estimates import LengthEstimator, TrueLengths
 from services.scheduler.core.qlm.rwt_accuracy import RWTAccuracy
+from services.scheduler.core.qlm.rwt_error import RWTErrorTracker
 from services.scheduler.core.qlm.serving_operations import Placed, ServingOps
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
@@ -68,6 +69,8 @@ class QLMPolicy(GlobalPolicy):
         """Point (mean) wait predictions vs measured waits: the estimator's R² (Fig. 18)."""
         self.accuracy_quantile = RWTAccuracy()
         """The SLO-quantile predictions the scheduler acts on, scored the same way."""
+        self.rwt_error = RWTErrorTracker(self.cfg.rwt_error)
+        """Recent error of the point predictions; the widened quantile (rwt_error.py)."""
         self.instances: dict[str, InstanceHandle] = {}
         self.estimator = QueueEstimator(self.cfg, self.grouper, self.vqs, self.instances)
         self.selector = GroupSelector(self.cfg.tenancy)
@@ -99,8 +102,9 @@ class QLMPolicy(GlobalPolicy):
             self.stats.shed_at_arrival += 1
             rejector.reject(
                 request,
-                f"shed: sheddable request (criticality {request.criticality}) while the queue "
-                f"ahead cannot drain within its {request.slo.ttft_deadline_s:g}s TTFT SLO",
+                f"shed: sheddable request (criticality {request.criticality}) under saturation: "
+                "more critical work is queued, or the queue ahead cannot drain within its "
+                f"{request.slo.ttft_deadline_s:g}s TTFT SLO",
                 now_s,
             )
             return
@@ -138,6 +142,7 @@ class QLMPolicy(GlobalPolicy):
             ahead = self._groups_ahead(group)
             self.accuracy.predict(request.request_id, point, len(self.grouper), ahead)
             self.accuracy_quantile.predict(request.request_id, wait, len(self.grouper), ahead)
+            self.rwt_error.predict(request.request_id, point, wait, ahead)
         if not self.cfg.lso.pull:
             self._push(request, now_s)
         for inst in self.instances.values():
@@ -257,7 +262,11 @@ class QLMPolicy(GlobalPolicy):
         q = self.vqs.queue_of(group.group_id)
         if q is None:
             return None
-        return self.estimator.request_wait_s(q, group, request.request_id, now_s)
+        wait = self.estimator.request_wait_s(q, group, request.request_id, now_s)
+        if not self.cfg.rwt_error.widen:
+            return wait
+        point = self.estimator.request_wait_s(q, group, request.request_id, now_s, point=True)
+        return self.rwt_error.widen(point, wait)
 
     def _groups_ahead(self, group: RequestGroup) -> int:
         q = self.vqs.queue_of(group.group_id)
@@ -331,6 +340,7 @@ class QLMPolicy(GlobalPolicy):
         waited = now_s - placed.request.arrival_s
         self.accuracy.observe(placed.request.request_id, waited)
         self.accuracy_quantile.observe(placed.request.request_id, waited)
+        self.rwt_error.observe(placed.request.request_id, waited)
 
     def _push(self, request: Request, now_s: float) -> None:
         """Pulling switched off: hand the request to its group's instance at once."""
@@ -358,11 +368,15 @@ class QLMPolicy(GlobalPolicy):
         return True
 
     def _saturated_for_sheddable(self, request: Request, now_s: float) -> bool:
-        """A sheddable arrival meets saturation: the shortest predicted backlog of the
-        instances serving its model is over shed_backlog_factor x its TTFT SLO."""
+        """A sheddable arrival meets saturation: more critical work waits in the global queue
+        (the engines' windows are full, and bands serve that work first), or the shortest
+        predicted backlog of the instances serving its model is over shed_backlog_factor x
+        its TTFT SLO."""
         ten = self.cfg.tenancy
         if not (ten.shed and request.sheddable):
             return False
+        if any(g.size and g.criticality > request.criticality for g in self.grouper.groups()):
+            return True
         names = [n for n, i in self.instances.items() if i.serves(request.model)]
         backlog = min(self.estimator.backlog_s(n, now_s) for n in names)
         return backlog > ten.shed_backlog_factor * request.slo.ttft_deadline_s
