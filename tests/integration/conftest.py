@@ -40,6 +40,7 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
             args["max_in_flight_per_replica"] = 4
             args["replicas"].append({"application": "replica-2", "gpu": "cpu", "model": TINY})
         if app["name"] == "ingress":
+            args["batch"] = {"storage_dir": str(trace_file.parent / "batches"), "min_window_s": 1}
             args["models"].append(
                 {"name": TINY, "max_model_len": 2048, "tokenizer": str(tiny_model)}
             )
