@@ -79,6 +79,10 @@ class AdmissionCore:
     def queued(self) -> int:
         return len(self._queued)
 
+    def queued_requests(self, model: str) -> list[Request]:
+        """The requests of `model` waiting in the global queue (the autoscaling signal)."""
+        return [r for r in self._queued.values() if r.model == model]
+
     def admit(self, request: Request, now_s: float) -> AdmitDecision:
         serving = [r for r in self.replicas.values() if r.serves(request.model)]
         if not serving:

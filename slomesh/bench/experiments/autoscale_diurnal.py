@@ -3,12 +3,15 @@ fleet, over a compressed diurnal day with the Azure conversation trace's burstin
 
 Setup (slomesh/bench/scenarios/diurnal.py): Llama-3.1-8B on A100-80GB replicas, the `edf` stack
 (least-outstanding routing, EDF engine queues), 70% `interactive` (TTFT 20 s) / 30% `batch-1`
-(60 s), rate 1.5 -> 15 -> 1.5 requests/s over a 2-hour day. A replica starts serving 38 s after it
-is started (8 s cold load from the profile + 30 s engine start-up) and is paid for from its
-start. Policies (services/scheduler/core/autoscale/): `slo` with its defaults; `ongoing-requests`
-with Serve's delays (upscale 30 s, downscale 600 s, look-back 30 s) at several targets; `fixed`
-at several sizes, the smallest meeting 95% being the fleet sized for the peak. Reported per
-policy: SLO attainment (all, per class), replica-hours, scale events, peak replicas.
+(60 s), rate 1.5 -> 15 -> 1.5 requests/s over a day compressed into one hour. A replica
+serves 38 s after it is started (8 s cold load from the profile + 30 s engine start-up) and is
+paid for from its start. Policies (services/scheduler/core/autoscale/):
+- `slo` with its defaults;
+- `ongoing-requests` with Serve's delays (upscale 30 s, downscale 600 s, look-back 30 s) at
+  several targets, and once with the `slo` policy's 120 s scale-down delay (so the delay is not
+  what separates them);
+- `fixed` at several sizes, the smallest meeting 95% being the fleet sized for the peak.
+Reported per policy: SLO attainment (all, per class), replica-hours, scale events, peak replicas.
 """
 
 from __future__ import annotations
@@ -39,10 +42,13 @@ def _variants(max_points: int | None) -> list[tuple[str, dict[str, Any], int]]:
             "ongoing_requests": {"target_ongoing_requests": target},
         }
         out.append((f"ongoing-requests target={target}", cfg, 1))
-    for n in (3, 4, 5):
+    fast = {"target_ongoing_requests": 128, "downscale_delay_s": 120.0}
+    label = "ongoing-requests target=128, downscale 120 s"
+    out.append((label, {"policy": "ongoing-requests", "ongoing_requests": fast}, 1))
+    for n in (2, 3, 4):
         out.append((f"fixed {n}", {"policy": "fixed", "fixed": {"replicas": n}}, n))
     if max_points is not None:
-        out = out[:1] + out[1:4][:max_points] + out[4:][:max_points]
+        out = out[:1] + out[1:5][:max_points] + out[5:][:max_points]
     return out
 
 

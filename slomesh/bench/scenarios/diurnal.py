@@ -25,7 +25,7 @@ class DiurnalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
-    day_s: float = Field(7200.0, gt=0)
+    day_s: float = Field(3600.0, gt=0)
     """Seconds one day is compressed into."""
     trough_rps: float = Field(1.5, gt=0)
     """Arrival rate at night (requests/s)."""

@@ -13,10 +13,10 @@ class SLOScalingConfig(BaseModel):
     target_attainment: float = Field(0.97, gt=0.0, le=1.0)
     """Fraction of the queued requests whose predicted wait must be within their TTFT SLO; with
     fewer predicted on time, replicas are added until enough are."""
-    target_utilization: float = Field(0.85, gt=0.0, le=1.0)
+    target_utilization: float = Field(0.9, gt=0.0, le=1.0)
     """Scale up when the forecast token demand exceeds this fraction of the replicas' token
     throughput Θ (QLM Eq. 15): the headroom the queue needs to stay short."""
-    scale_down_utilization: float = Field(0.65, gt=0.0, le=1.0)
+    scale_down_utilization: float = Field(0.7, gt=0.0, le=1.0)
     """Scale down only to a count at which the demand seen over the scale-down window stays
     below this fraction of Θ. The gap to `target_utilization` is the hysteresis band."""
     scale_down_delay_s: float = Field(120.0, ge=0.0)

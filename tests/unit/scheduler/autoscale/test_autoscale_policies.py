@@ -75,7 +75,7 @@ def test_predicted_attainment(
     ("case", "ld", "expected"),
     [
         ("idle stays at the minimum", load(), 1),
-        ("demand 25 r/s at 85% of 10 r/s per replica needs 3", load(rate=25.0), 3),
+        ("demand 25 r/s at 90% of 10 r/s per replica needs 3", load(rate=25.0), 3),
         (
             "trend: 17 r/s rising 0.5 r/s per s over 40 s is 37 r/s -> 5",
             load(rate=17, trend=0.5),
@@ -88,7 +88,7 @@ def test_predicted_attainment(
             load(queue=backlog(400, 10.0), startup=0.0),
             4,
         ),
-        ("in the hysteresis band (fits 3 at 85%, not at 65%) holds", load(ready=3, rate=22.0), 3),
+        ("in the hysteresis band (fits 3 at 90%, not at 70%) holds", load(ready=3, rate=22.0), 3),
     ],
 )
 def test_slo_policy_decisions(case: str, ld: ModelLoad, expected: int) -> None:
@@ -99,7 +99,7 @@ def test_slo_policy_decisions(case: str, ld: ModelLoad, expected: int) -> None:
 def test_slo_policy_scales_down_only_after_the_delay_and_not_while_starting() -> None:
     cfg = AutoscaleConfig(policy="slo", slo={"scale_down_delay_s": 60.0})
     policy = create_scaling_policy(cfg)
-    assert policy.decide(load(0.0, ready=1, rate=35.0)).replicas == 5  # scale-up at t=0
+    assert policy.decide(load(0.0, ready=1, rate=40.0)).replicas == 5  # scale-up at t=0
     # load gone at once: held while the window still holds the peak (and a replica starts)
     assert policy.decide(load(10.0, ready=1, starting=4, rate=1.0)).replicas == 5
     assert policy.decide(load(40.0, ready=5, rate=1.0)).replicas == 5
