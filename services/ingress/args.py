@@ -8,6 +8,7 @@ from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy
+from services.ingress.core.tenancy import TenancyConfig
 from shared.rpc.client import Transport
 from shared.telemetry import TracingConfig
 
@@ -44,6 +45,8 @@ class IngressArgs(BaseModel):
     """SLO classes and limits."""
     admission: AdmissionConfig = AdmissionConfig()
     """max_tokens default and priority range."""
+    tenancy: TenancyConfig = TenancyConfig()
+    """Tenants from fairness headers, objectives (criticality bands), sheddable shedding."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
     call_timeout_s: float = Field(5.0, gt=0)

@@ -127,6 +127,7 @@ class IngressDeployment:
         self.args = IngressArgs.model_validate(args)
         setup_tracing("ingress", self.args.tracing)
         self.args.api_keys.check_classes(self.args.slo)
+        self.args.tenancy.check_classes(self.args.slo.classes)
         self.pipeline = Pipeline(self.args, ServeMetricsObserver())
         self.batches = BatchAPI(self.args, self.pipeline)
         self._batch_runner: asyncio.Task[None] | None = None

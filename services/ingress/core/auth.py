@@ -43,6 +43,9 @@ class KeyEntry(BaseModel):
     """SLO class for this key's requests that name none (None: the policy's default)."""
     tokens_per_minute: int | None = Field(None, ge=1)
     """Token-rate limit of this key (prompt + max_tokens per minute); None: unlimited."""
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    """Fairness weight of the tenant: its share of a band's tokens relative to other tenants
+    (the scheduler's virtual token counter, VTC)."""
 
 
 HASH_PREFIX = "sha256:"
@@ -117,12 +120,13 @@ class APIKeyConfig(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who sent a request: the tenant, the key's default SLO class (None: policy default) and
-    its token-rate limit (None: unlimited)."""
+    """Who sent a request: the tenant, the key's default SLO class (None: policy default), its
+    token-rate limit (None: unlimited) and its fairness weight."""
 
     tenant: str
     default_class: str | None = None
     tokens_per_minute: int | None = None
+    weight: float = 1.0
 
 
 def _bearer_token(header: str | None) -> str | None:
@@ -161,4 +165,4 @@ def authenticate(authorization_header: str | None, config: APIKeyConfig) -> Prin
     entry = _lookup(token, config.keys)
     if entry is None:
         raise unauthorized("invalid API key")
-    return Principal(entry.tenant, entry.default_class, entry.tokens_per_minute)
+    return Principal(entry.tenant, entry.default_class, entry.tokens_per_minute, entry.weight)

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 INVALID_REQUEST = "invalid_request_error"
+DROP_REASON_HEADER = "x-slomesh-drop-reason"
+"""Why a request was answered 429/503 under load (a short code; errors.overloaded)."""
 
 
 class ErrorDetail(BaseModel):
@@ -53,6 +55,8 @@ class APIError(Exception):
     param: the offending request field path ("max_tokens", "messages[0].content"), or None.
     code: machine-readable code ("model_not_found", "context_length_exceeded", ...), or None.
     retry_after_s: when set, the client should retry after this many seconds (Retry-After).
+    drop_reason: why a request was dropped under load ("sheddable-saturated", "queue-full",
+    ...), sent as the `x-slomesh-drop-reason` header.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class APIError(Exception):
         param: str | None = None,
         code: str | None = None,
         retry_after_s: float | None = None,
+        drop_reason: str | None = None,
     ) -> None:
         super().__init__(message)
         if retry_after_s is not None and not (math.isfinite(retry_after_s) and retry_after_s >= 0):
@@ -73,6 +78,7 @@ class APIError(Exception):
         self.param = param
         self.code = code
         self.retry_after_s = retry_after_s
+        self.drop_reason = drop_reason
 
     def body(self) -> dict[str, Any]:
         """OpenAI's error shape: {"error": {"message", "type", "param", "code"}}."""
@@ -93,6 +99,8 @@ class APIError(Exception):
             out["Retry-After"] = str(math.ceil(self.retry_after_s))
         if self.status == 401:
             out["WWW-Authenticate"] = "Bearer"
+        if self.drop_reason:
+            out[DROP_REASON_HEADER] = self.drop_reason
         return out
 
     def __repr__(self) -> str:
@@ -130,14 +138,29 @@ def model_not_found(model: str, served: list[str]) -> APIError:
     )
 
 
-def overloaded(message: str, retry_after_s: float, *, status: Literal[429, 503] = 429) -> APIError:
+def overloaded(
+    message: str,
+    retry_after_s: float,
+    *,
+    status: Literal[429, 503] = 429,
+    drop_reason: str | None = None,
+) -> APIError:
     """429 rate_limit_exceeded (this request cannot be admitted now) or 503 server_overloaded (the
-    mesh as a whole is saturated), both with Retry-After."""
+    mesh as a whole is saturated), both with Retry-After, and `x-slomesh-drop-reason` when
+    drop_reason is given."""
     if status == 429:
         return APIError(
-            429, message, "rate_limit_exceeded", None, "rate_limit_exceeded", retry_after_s
+            429,
+            message,
+            "rate_limit_exceeded",
+            None,
+            "rate_limit_exceeded",
+            retry_after_s,
+            drop_reason,
         )
-    return APIError(503, message, "server_error", None, "server_overloaded", retry_after_s)
+    return APIError(
+        503, message, "server_error", None, "server_overloaded", retry_after_s, drop_reason
+    )
 
 
 def context_too_long(

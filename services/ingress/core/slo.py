@@ -4,7 +4,7 @@ Precedence, first match wins (sources are not merged field by field):
   1. body `slo` object {ttft_ms, tpot_ms, deadline_ms}
   2. body `slo` class name
   3. headers `x-slo-ttft-ms` / `x-slo-tpot-ms` (Gateway API Inference Extension names;
-     case-insensitive)
+     case-insensitive), or llm-d's `x-llm-d-slo-ttft-ms` / `x-llm-d-slo-tpot-ms`
   4. the API key's default class
   5. the policy's default class
 Explicit objectives (1, 3) leave out what the client did not send (no TPOT / deadline objective),
@@ -28,6 +28,8 @@ from shared.workloads.slo_classes import CLASS_PRESETS
 
 TTFT_HEADER = "x-slo-ttft-ms"
 TPOT_HEADER = "x-slo-tpot-ms"
+HEADER_ALIASES = {"x-llm-d-slo-ttft-ms": TTFT_HEADER, "x-llm-d-slo-tpot-ms": TPOT_HEADER}
+"""llm-d's names for the same objectives; sent with ours, the values must agree."""
 CUSTOM_CLASS = "custom"
 _DAY_MS = 86_400_000.0
 
@@ -161,30 +163,44 @@ def _check_explicit(
 
 
 def parse_slo_headers(headers: Mapping[str, str]) -> dict[str, float]:
-    """The SLO headers present, by lower-case name, parsed as milliseconds (APIError 400 for a
-    non-numeric, non-finite or non-positive value, or conflicting duplicates)."""
-    seen: dict[str, str] = {}
+    """The SLO headers present, by canonical lower-case name (llm-d's aliases folded in), parsed
+    as milliseconds (APIError 400 naming the header for a non-numeric, non-finite or
+    non-positive value, or conflicting duplicates, also between a header and its alias)."""
+    seen: dict[str, tuple[str, str]] = {}
     for raw_name, raw_value in headers.items():
         name = raw_name.lower()
-        if name not in (TTFT_HEADER, TPOT_HEADER):
+        canonical = HEADER_ALIASES.get(name, name)
+        if canonical not in (TTFT_HEADER, TPOT_HEADER):
             continue
-        if name in seen and seen[name].strip() != raw_value.strip():
+        if canonical in seen and not _same(seen[canonical][1], raw_value):
+            first, value = seen[canonical]
+            what = "sent twice" if first == name else f"and {first} sent"
             raise bad_request(
-                name, f"sent twice with different values: {seen[name]!r}, {raw_value!r}"
+                name, f"{what} with different values: {value.strip()!r}, {raw_value.strip()!r}"
             )
-        seen[name] = raw_value
+        seen.setdefault(canonical, (name, raw_value))
     out: dict[str, float] = {}
-    for name, raw_value in seen.items():
-        try:
-            value = float(raw_value.strip())
-        except ValueError:
-            value = math.nan
+    for canonical, (name, raw_value) in seen.items():
+        value = _num(raw_value)
         if not (math.isfinite(value) and value > 0):
             raise bad_request(
                 name, f"must be a positive number of milliseconds, got {raw_value.strip()!r}"
             )
-        out[name] = value
+        out[canonical] = value
     return out
+
+
+def _same(a: str, b: str) -> bool:
+    """Two header values that say the same (equal numbers, or equal text)."""
+    x, y = _num(a), _num(b)
+    return x == y or a.strip() == b.strip()
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return math.nan
 
 
 def _class_slo(name: str, policy: SLOPolicy) -> SLO:
