@@ -163,6 +163,15 @@ def overloaded(
     )
 
 
+def scheduler_rejection(reason: str, retry_after_s: float, drop_reason: str) -> APIError:
+    """The scheduler's rejection: 429 with its Retry-After when it gave one, else 503 (Retry-After
+    1 s); its drop reason in `x-slomesh-drop-reason`."""
+    status: Literal[429, 503] = 429 if retry_after_s > 0 else 503
+    return overloaded(
+        reason, max(retry_after_s, 1.0), status=status, drop_reason=drop_reason or None
+    )
+
+
 def context_too_long(
     param: Literal["messages", "prompt"],
     prompt_tokens: int,

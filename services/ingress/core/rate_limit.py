@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.ingress.core.errors import bad_request, overloaded
+
 
 @dataclass(slots=True)
 class _Bucket:
@@ -42,3 +44,20 @@ class TokenRateLimiter:
             b.tokens -= tokens
             return 0.0
         return (tokens - b.tokens) / rate
+
+    def admit(self, tenant: str, per_minute: int | None, tokens: int, now_s: float) -> None:
+        """Charge a request of `tokens` (prompt + max_tokens) to `tenant`'s limit: APIError 429
+        + Retry-After (drop reason "rate-limited") when it must wait, 400 when it can never
+        fit; nothing when the tenant has no limit."""
+        if per_minute is None:
+            return
+        try:
+            wait_s = self.charge(tenant, tokens, per_minute, now_s)
+        except ValueError as err:
+            raise bad_request("max_tokens", str(err), "rate_limit_exceeded") from None
+        if wait_s > 0:
+            raise overloaded(
+                f"rate limit: tenant '{tenant}' may use {per_minute} tokens per minute",
+                wait_s,
+                drop_reason="rate-limited",
+            )

@@ -21,12 +21,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from services.ingress.core.errors import bad_request
-from shared.domain import SLO
+from services.ingress.core.auth import ANONYMOUS, Principal
+from services.ingress.core.errors import bad_request, overloaded
+from shared.domain import SLO, Request
 
 FAIRNESS_HEADERS = ("x-gateway-inference-fairness-id", "x-llm-d-inference-fairness-id")
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
@@ -194,6 +195,13 @@ class Tenancy:
     def sheddable(self) -> bool:
         return self.criticality < 0
 
+    def apply(self, request: Request, class_ttfts_s: list[float]) -> Request:
+        """`request` with this band, weight and the engine priority they give."""
+        prio = engine_priority(self.criticality, request.slo, class_ttfts_s)
+        return replace(
+            request, criticality=self.criticality, tenant_weight=self.weight, priority=prio
+        )
+
 
 def resolve_tenancy(
     key_tenant: str | None,
@@ -202,7 +210,7 @@ def resolve_tenancy(
     headers: Mapping[str, str],
     body_priority: int,
     cfg: TenancyConfig,
-    anonymous: str = "anonymous",
+    anonymous: str = ANONYMOUS,
 ) -> Tenancy:
     """Tenant, weight, quota and band of a request (module docstring). `key_*`: what the API
     key's entry says (key_tenant None: no key identified the caller)."""
@@ -213,3 +221,33 @@ def resolve_tenancy(
         return Tenancy(from_header, spec.weight, spec.tokens_per_minute, criticality, slo_class)
     tenant = key_tenant if key_tenant is not None else anonymous
     return Tenancy(tenant, key_weight, key_tokens_per_minute, criticality, slo_class)
+
+
+def admit_tenancy(
+    key: Principal,
+    headers: Mapping[str, str],
+    body_priority: int,
+    cfg: TenancyConfig,
+    admitting: int,
+    max_admitting: int,
+) -> tuple[Principal, Tenancy]:
+    """The request's principal (tenant, weight, quota) and tenancy, from the API key's principal
+    `key`. Sheddable traffic goes first under saturation: 429 (drop reason
+    "sheddable-saturated") at once, before any internal call, while more than
+    shed_admitting_fraction of max_admitting requests are in admission."""
+    ten = resolve_tenancy(
+        None if key.tenant == ANONYMOUS else key.tenant,
+        key.weight,
+        key.tokens_per_minute,
+        headers,
+        body_priority,
+        cfg,
+    )
+    if ten.sheddable and admitting > cfg.shed_admitting_fraction * max_admitting:
+        raise overloaded(
+            f"shed: sheddable request (criticality {ten.criticality}) while the ingress is "
+            f"saturated ({admitting} requests in admission)",
+            1.0,
+            drop_reason="sheddable-saturated",
+        )
+    return Principal(ten.tenant, key.default_class, ten.tokens_per_minute, ten.weight), ten

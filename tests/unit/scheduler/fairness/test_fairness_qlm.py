@@ -136,7 +136,7 @@ def test_qlm_sheds_a_sheddable_arrival_when_the_backlog_is_past_its_slo(
     assert ("x" in [r for r, _, _ in rej.rejected]) == rejected
     if rejected:
         assert "shed: sheddable" in rej.rejected[-1][1]
-        assert p.stats.shed_at_arrival == 1
+        assert p.shedding.at_arrival == 1
 
 
 def test_qlm_drops_queued_sheddable_work_when_critical_work_is_late(fakes) -> None:
@@ -150,5 +150,5 @@ def test_qlm_drops_queued_sheddable_work_when_critical_work_is_late(fakes) -> No
     shed = [r for r, reason, _ in rej.rejected if "dropped from the queue" in reason]
     assert shed == ["s0", "s1", "s2"]
     assert all(not r.startswith("c") for r, _, _ in rej.rejected)
-    assert p.stats.shed_from_queue == 3 and p.grouper.group_of("s0") is None
+    assert p.shedding.from_queue == 3 and p.grouper.group_of("s0") is None
     assert p.selector.vtc.active == ["c"]  # the shed tenant left the active set
