@@ -119,8 +119,9 @@ class PolicySummary:
     """SLO attainment per criticality band ("critical" > 0, "standard" 0, "sheddable" < 0)."""
     rejected_by_band: dict[str, int] = field(default_factory=dict)
     """Rejected (and shed) requests per band."""
-    reject_answer_max_s: float | None = None
-    """Longest time from a rejected request's arrival to its answer (None: none rejected)."""
+    reject_answer_max_s_by_band: dict[str, float] = field(default_factory=dict)
+    """Per band, the longest time from a rejected (or shed) request's arrival to its answer
+    (bands with no rejection left out): "answered at once" is 0."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values in field order; floats rounded to 6 significant digits."""
@@ -203,9 +204,11 @@ def summarize(run: RunResult) -> PolicySummary:
     for r in records:
         by_tenant.setdefault(r.tenant, []).append(r)
         by_band.setdefault(band_name(r.criticality), []).append(r)
-    answered = [
-        r.rejected_s - r.arrival_s for r in records if r.rejected and r.rejected_s is not None
-    ]
+    answered: dict[str, float] = {}
+    for r in records:
+        if r.rejected and r.rejected_s is not None:
+            b = band_name(r.criticality)
+            answered[b] = max(answered.get(b, 0.0), r.rejected_s - r.arrival_s)
     n_inst = len(run.instances)
     busy = sum(i.busy_s for i in run.instances)
     return PolicySummary(
@@ -250,7 +253,7 @@ def summarize(run: RunResult) -> PolicySummary:
             b: _fraction(sum(r.slo_met for r in rs), len(rs)) for b, rs in sorted(by_band.items())
         },
         rejected_by_band={b: sum(r.rejected for r in rs) for b, rs in sorted(by_band.items())},
-        reject_answer_max_s=max(answered) if answered else None,
+        reject_answer_max_s_by_band=dict(sorted(answered.items())),
     )
 
 

@@ -212,7 +212,7 @@ def test_to_dict_is_json_ready(summary: PolicySummary) -> None:
         "attainment_by_tenant",
         "attainment_by_band",
         "rejected_by_band",
-        "reject_answer_max_s",
+        "reject_answer_max_s_by_band",
     ]
     assert d["slo_attainment"] == 0.333333
     assert d["attainment_by_class"] == {"batch": 0.25, "chat": 0.5}
@@ -237,3 +237,23 @@ def test_to_dict_keeps_none() -> None:
 def test_summary_is_frozen(summary: PolicySummary) -> None:
     with pytest.raises(AttributeError):
         summary.policy = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("caches", "expected"),
+    [
+        ([(0, 0), (0, 0)], 0.0),  # no prefix cache looked up anything
+        ([(300, 1000), (100, 1000)], 0.2),  # tokens, summed over instances
+        ([(900, 1000), (0, 0)], 0.9),
+    ],
+)
+def test_prefix_hit_rate_is_token_weighted_over_instances(
+    run: RunResult, caches: list[tuple[int, int]], expected: float
+) -> None:
+    instances = [
+        InstanceStats(f"i{k}", "H100", 1.0, 0.0, 0, 0, None, 0, hit, prompt)
+        for k, (hit, prompt) in enumerate(caches)
+    ]
+    with_caches = RunResult(run.policy, run.records, instances, run.start_s, run.end_s, 1.0)
+    assert summarize(with_caches).prefix_hit_rate == pytest.approx(expected)
+    assert "prefix_hit_rate" in summarize(with_caches).to_dict()
