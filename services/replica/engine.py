@@ -45,6 +45,24 @@ class TokenChunk:
     finish_reason: FinishReason | None = None
 
 
+def coalesce(chunks: list[TokenChunk]) -> TokenChunk:
+    """Consecutive chunks of one request as one: their tokens and text in order, the latest
+    count, time and finish. A stream whose consumer fell behind sends what is ready as one
+    message (one per consumer wake-up rather than one per engine step)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    last = chunks[-1]
+    return TokenChunk(
+        request_id=last.request_id,
+        token_ids=[t for c in chunks for t in c.token_ids],
+        text="".join(c.text for c in chunks),
+        num_output_tokens=last.num_output_tokens,
+        time_s=last.time_s,
+        finished=last.finished,
+        finish_reason=last.finish_reason,
+    )
+
+
 class Engine(Protocol):
     def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
         """Stream the request's output; closing the stream early aborts the request."""

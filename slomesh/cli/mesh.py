@@ -24,6 +24,15 @@ from shared.rpc.mesh_auth import MESH_TOKEN_ENV, credential_metadata, new_mesh_t
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
 
+SERVE_HOT_PATH_ENV = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+}
+"""Ray Serve settings of every process of the mesh (issue 16; each may be overridden from the
+environment): a deployment's code runs on its replica's own event loop, and a handle's router
+on its caller's loop, instead of one extra thread each with a cross-thread hand-off per request
+and per streamed message (two of the knobs Serve's RAY_SERVE_THROUGHPUT_OPTIMIZED sets)."""
+
 
 def _deploy_dir() -> Path:
     """deploy/ray of the checkout this package runs from (an editable install), so the
@@ -196,6 +205,8 @@ def start(
     check_ports_free(config)
     ensure_mesh_token()
     os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"  # our proxies never share a port
+    for key, value in SERVE_HOT_PATH_ENV.items():
+        os.environ.setdefault(key, value)  # inherited by Ray's processes
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
     # shares the real cores among them
     cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)

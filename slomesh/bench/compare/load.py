@@ -71,17 +71,9 @@ async def concurrent(
 
 
 def client_for(base_url: str) -> Any:
-    import httpx
     from openai import AsyncOpenAI
 
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    return AsyncOpenAI(
-        base_url=base_url,
-        api_key="bench",
-        timeout=60.0,
-        max_retries=0,
-        http_client=httpx.AsyncClient(limits=limits, timeout=60.0),
-    )
+    return AsyncOpenAI(base_url=base_url, api_key="bench", timeout=60.0, max_retries=0)
 
 
 def answers(base_url: str, model: str) -> bool:
