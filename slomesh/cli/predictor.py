@@ -8,6 +8,7 @@
   created. Output lines keep the input order: the input object plus the prediction fields.
 - `replay`: prequential online learning over a JSONL stream with true lengths
   (`slomesh/cli/predictor_replay.py`).
+- `loso`: leave-one-source-out evaluation of the offline prior (`slomesh/cli/predictor_loso.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from shared.domain import SLO, Request
 from slomesh.cli.errors import UsageError
 from slomesh.cli.predictor_inputs import MODEL_HELP, PredictInput, read_inputs
+from slomesh.cli.predictor_loso import add_loso_parser
 from slomesh.cli.predictor_replay import add_replay_parser
 
 if TYPE_CHECKING:  # the predictor modules pull in scikit-learn: imported when a command runs
@@ -62,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pr.set_defaults(func=run_predict)
 
     add_replay_parser(cmds)
+    add_loso_parser(cmds)
 
 
 # --- train / eval ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 An uncompressed-pickle-free `.npz` (numpy's zip of arrays, written compressed, read with
 allow_pickle=False): the float32 threshold coefficients and intercepts, SGD step counters, bucket
 centres, any pending online mini-batch (CSR arrays), and `meta_json`, the UTF-8 JSON metadata as a
-uint8 array. The metadata carries FORMAT_VERSION, which `decode` checks.
+uint8 array. The metadata carries FORMAT_VERSION, which `decode` checks: version 2 files are
+written; version 1 files (before the instruction features, whose feature config has no
+`feature_version`) are read as feature_version 1; any other version is refused.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 FORMAT = "slomesh-learned-length-predictor"
-FORMAT_VERSION = 1
-"""Layout version of the model file; decode refuses any other."""
+FORMAT_VERSION = 2
+"""Layout version of the model files written; decode reads READABLE_VERSIONS."""
+
+READABLE_VERSIONS = (1, 2)
+"""Model file versions decode accepts (1: feature_version 1 implied)."""
 
 _META = "meta_json"
 
@@ -47,9 +52,12 @@ def decode(data: bytes) -> tuple[dict[str, NDArray[np.generic]], dict[str, Any]]
     meta = json.loads(arrays.pop(_META).tobytes().decode())
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError(f"model file: format must be '{FORMAT}'")
-    if meta.get("format_version") != FORMAT_VERSION:
+    version = meta.get("format_version")
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"model file: format_version must be {FORMAT_VERSION}, "
-            f"got {meta.get('format_version')!r}"
+            f"model file: format_version must be one of {list(READABLE_VERSIONS)}, "
+            f"got {version!r} (retrain with `slomesh predictor train`)"
         )
+    if version == 1 and isinstance(meta.get("features"), dict):
+        meta["features"] = {"feature_version": 1, **meta["features"]}
     return arrays, meta

@@ -14,8 +14,13 @@ vocabulary and the model can keep learning online on n-grams it has never seen):
    length (a per-model input-length slope).
    The tenant is not a category: it enters through the history features only.
 3. dense: log input length (centred, scaled), its square, a no-prompt flag, scaled counts of the
-   prompt (characters, lines, numbers, question marks, code fences) and the three history
-   features (history.py).
+   prompt (characters, lines, numbers, question marks, code fences), the three history
+   features (history.py) and, from feature_version 2, the instruction features
+   (instruction.py: task verbs, requested format and size, a rewrite's input length).
+
+feature_version 2 also splits model names where letters meet digits and drops the dot inside a
+version ("gpt35" and "gpt-3.5-turbo" share the parts "gpt" and "35"). Version 1 files (no
+instruction block, the old model-name parts) still load and predict as they did.
 
 max_tokens is not a feature: it caps the predicted distribution (distribution.summarize).
 """
@@ -24,8 +29,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,14 +41,23 @@ from sklearn.feature_extraction import FeatureHasher
 from sklearn.feature_extraction.text import HashingVectorizer
 
 from services.predictor.core.learned.history import HISTORY_FEATURES
+from services.predictor.core.learned.instruction import (
+    INSTRUCTION_FEATURES,
+    instruction_features,
+)
 
 _TEXT_STATS = 5
 DENSE_FEATURES = 3 + _TEXT_STATS + HISTORY_FEATURES
-"""Columns of the dense block."""
+"""Columns of the dense block of feature_version 1 (version 2 adds INSTRUCTION_FEATURES)."""
+
+FEATURE_VERSION = 2
+"""The feature layout new models are trained with (FeatureConfig.feature_version)."""
 
 _LOG_INPUT_CENTRE = 4.0
 _LOG_INPUT_SCALE = 1.5
 _MODEL_SPLIT = re.compile(r"[-_/.:@ ]+")
+_VERSION_DOT = re.compile(r"(?<=\d)\.(?=\d)")
+_LETTER_DIGIT = re.compile(r"(?<=[a-z])(?=\d)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 
@@ -50,6 +65,10 @@ class FeatureConfig(BaseModel):
     """How requests become feature rows (recorded in the model file; fixed after training)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    feature_version: Literal[1, 2] = FEATURE_VERSION
+    """Feature layout: 1 (n-grams, metadata, counts, history), 2 (also the instruction block
+    and split model-name parts). A model file without this field is version 1."""
 
     text_hash_bits: int = Field(default=14, ge=6, le=20)
     """log2 of the text block's width (hashed n-gram slots)."""
@@ -76,7 +95,12 @@ class FeatureConfig(BaseModel):
     @property
     def n_features(self) -> int:
         """Total row width."""
-        return (1 << self.text_hash_bits) + (1 << self.category_hash_bits) + DENSE_FEATURES
+        return (1 << self.text_hash_bits) + (1 << self.category_hash_bits) + self.dense_features
+
+    @property
+    def dense_features(self) -> int:
+        """Width of the dense block."""
+        return DENSE_FEATURES + (INSTRUCTION_FEATURES if self.feature_version >= 2 else 0)
 
 
 class Featurizer:
@@ -134,13 +158,22 @@ class Featurizer:
             np.log(np.maximum(np.asarray(input_tokens, dtype=np.float64), 1.0)) - _LOG_INPUT_CENTRE
         ) / _LOG_INPUT_SCALE
         slopes = self.config.model_input_slopes
+        version2 = self.config.feature_version >= 2
+        split = _model_parts_v2 if version2 else _model_parts_v1
         cats = self._cats.transform(
-            _category_tokens(m, c, float(z) if slopes else None)
+            _category_tokens(m, c, float(z) if slopes else None, split)
             for m, c, z in zip(models, slo_classes, log_in, strict=True)
         )
         no_prompt = np.asarray([0.0 if p else 1.0 for p in prompts])
         stats = np.asarray([_text_stats(p) for p in prompts]).reshape(n, _TEXT_STATS)
-        dense = np.column_stack([log_in, log_in**2, no_prompt, stats, history])
+        cols = [log_in, log_in**2, no_prompt, stats, history]
+        if version2:
+            cols.append(
+                np.asarray([instruction_features(p) for p in prompts]).reshape(
+                    n, INSTRUCTION_FEATURES
+                )
+            )
+        dense = np.column_stack(cols)
         return FeatureBlocks(text, cats, dense)
 
 
@@ -179,9 +212,21 @@ def _l2_rows(x: sp.csr_matrix, scale: float) -> sp.csr_matrix:
     return x
 
 
-def _category_tokens(model: str, slo_class: str, log_in: float | None) -> list[tuple[str, float]]:
+def _model_parts_v1(model: str) -> list[str]:
+    return [part for part in _MODEL_SPLIT.split(model.lower()) if part]
+
+
+def _model_parts_v2(model: str) -> list[str]:
+    """Parts of a model name: "gpt-3.5-turbo" -> gpt, 35, turbo; "gpt35" -> gpt, 35."""
+    name = _LETTER_DIGIT.sub("-", _VERSION_DOT.sub("", model.lower()))
+    return list(dict.fromkeys(part for part in _MODEL_SPLIT.split(name) if part))
+
+
+def _category_tokens(
+    model: str, slo_class: str, log_in: float | None, split: Callable[[str], list[str]]
+) -> list[tuple[str, float]]:
     names = [f"model={model}"]
-    names += [f"model_part={part}" for part in _MODEL_SPLIT.split(model.lower()) if part]
+    names += [f"model_part={part}" for part in split(model)]
     tokens = [(name, 1.0) for name in names]
     if log_in is not None:
         tokens += [(f"{name}*log_in", log_in) for name in names]
