@@ -129,7 +129,12 @@ def _span(name: str, start: str, end: str, **attrs: float) -> str:
 
 def test_span_breakdown_by_name_window_and_ms_attributes():
     lines = [
-        _span("admission", "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.004000Z"),
+        _span(
+            "admission",
+            "2026-01-01T00:00:00.000000Z",
+            "2026-01-01T00:00:00.004000Z",
+            **{"slomesh.ttft_slo_ms": 20000.0},  # a target, not a measurement: left out
+        ),
         _span("admission", "2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:01.002000Z"),
         _span(
             "execution",
