@@ -46,6 +46,9 @@ class EngineConfig(BaseModel):
     Requests unfinished at the limit go back to the queue and re-prefill their context."""
     scorpio: ScorpioConfig | None = None
     """Continuous mode: SCORPIO's TTFT guard, VBS admission and credit batching (None: off)."""
+    prefix_caching: bool = True
+    """Continuous mode: automatic prefix caching (vLLM's default): a request's leading prompt
+    blocks already cached are not prefilled again (services/replica/core/prefix_cache.py)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from shared.domain.prefix import PromptPrefix
+
 
 @dataclass(frozen=True, slots=True)
 class SLO:
@@ -81,6 +83,9 @@ class Request:
     length_hint: LengthHint | None = None
     criticality: int = 0
     tenant_weight: float = 1.0
+    prefix: PromptPrefix | None = None
+    """Block hashes of the prompt's prefix (shared/domain/prefix.py) for prefix-cache-aware
+    placement and the simulated engine's prefix cache; None: unknown (never a cache hit)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.tenant_weight) and self.tenant_weight > 0):

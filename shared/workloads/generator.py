@@ -22,7 +22,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared.domain import SLO, Request
+from shared.domain.prefix import PromptPrefix
 from shared.workloads.arrivals import gamma_arrivals, poisson_arrivals, trace_arrivals
+from shared.workloads.conversations import conversation_prompts
 from shared.workloads.length_samplers import sample_lengths
 from shared.workloads.slo_classes import get_slo_class
 from shared.workloads.spec import StreamSpec, WorkloadSpec
@@ -79,12 +81,21 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
     stream_ids: list[NDArray[np.int64]] = []
     model_table: list[str] = []
     slos: list[SLO] = []
+    prefixes: list[PromptPrefix | None] = []
     for k, (stream, n, child) in enumerate(zip(streams, counts, children, strict=True)):
         rng = np.random.default_rng(child)
         arrivals, start = _stream_arrivals(stream, n, rng)
         in_order = stream.arrival == "trace" and stream.lengths.source == f"azure-{stream.trace}"
         inp, out = sample_lengths(stream.lengths, n, rng, in_order=in_order, start_index=start)
         picks = rng.integers(0, len(stream.models), size=n, dtype=np.int64)
+        if stream.conversations is not None:
+            turns, prefs = conversation_prompts(
+                stream.conversations, out, stream.lengths.max_input_tokens, rng, k
+            )
+            inp = np.asarray(turns, dtype=np.int64)
+            prefixes.extend(prefs)
+        else:
+            prefixes.extend([None] * n)
         times.append(arrivals)
         inputs.append(inp)
         outputs.append(out)
@@ -105,6 +116,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
         np.concatenate(outputs)[order].tolist(),
         strict=True,
     )
+    prefix_of = [prefixes[j] for j in order.tolist()]
     return [
         Request(
             request_id=f"r{i:06d}",
@@ -116,6 +128,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
             tenant=tenants[s],
             true_output_tokens=o,
             criticality=streams[s].criticality,
+            prefix=prefix_of[i],
         )
         for i, (t, s, m, a, o) in enumerate(rows)
     ]

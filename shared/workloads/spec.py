@@ -11,6 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.workloads.conversations import ConversationSpec
 from shared.workloads.slo_classes import get_slo_class
 
 LengthSource = Literal["azure-conv", "azure-code", "fixed", "uniform"]
@@ -112,6 +113,14 @@ class StreamSpec(BaseModel):
     criticality: int = Field(
         default=0,
         description="Criticality band of every request (higher first; negative: sheddable).",
+    )
+    conversations: ConversationSpec | None = Field(
+        default=None,
+        description=(
+            "Shared system prompts and multi-turn conversations: the inputs become turns "
+            "re-sending their history, with prompt prefixes (shared/workloads/conversations.py); "
+            "None: independent prompts without prefixes."
+        ),
     )
 
     @field_validator("slo_class")

@@ -132,6 +132,7 @@ class Simulator:
         for inst in self.instances:
             mine = [r for r in self._records.values() if r.instance == inst.name and r.finished]
             c = inst.core
+            cache = c.planner.state.prefix_cache
             out.append(
                 InstanceStats(
                     instance=inst.name,
@@ -142,6 +143,8 @@ class Simulator:
                     swaps=c.model_swaps,
                     last_finish_s=max((r.finish_s for r in mine if r.finish_s), default=None),
                     requests_finished=len(mine),
+                    prefix_hit_tokens=cache.hit_tokens if cache else 0,
+                    prefix_prompt_tokens=cache.prompt_tokens if cache else 0,
                 )
             )
         return out

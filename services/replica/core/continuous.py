@@ -124,6 +124,8 @@ class ContinuousPlanner(Planner):
             st.commit_tokens(seq, ch.num_tokens)
             if seq.num_computed_tokens < seq.num_tokens:
                 continue  # a partial prefill chunk samples nothing
+            if seq.num_output_tokens == 0:
+                st.prompt_computed(seq)
             st.emit_token(seq, plan.end_s)
             result.emitted.append(seq)
             if seq.is_done:

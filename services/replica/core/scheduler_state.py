@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from services.replica.core.kv_cache import BlockPool, HostSwapSpace
 from services.replica.core.outputs import StepPlan
+from services.replica.core.prefix_cache import PrefixCache
 from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
 from services.replica.core.waiting_queue import WaitingQueue
@@ -42,6 +43,8 @@ class SchedulerState:
         """Pre-formed batches (static mode) with their decode iterations, served in order."""
         self.model: str | None = None
         self.pool = self._new_pool(None)
+        self.prefix_cache: PrefixCache | None = None
+        """Automatic prefix caching (continuous engines with prefix_caching on)."""
         self.host = HostSwapSpace(config.host_swap_bytes)
         self.pending_swap_out_tokens = 0
         self.preemptions = 0
@@ -64,6 +67,8 @@ class SchedulerState:
         """A fresh KV pool sized for `model` (the engine checked that no GPU KV is held)."""
         self.model = model
         self.pool = self._new_pool(model)
+        if self.config.prefix_caching and self.config.mode == "continuous":
+            self.prefix_cache = PrefixCache(self.pool.num_blocks)
 
     def _new_pool(self, model: str | None) -> BlockPool:
         bs = self.config.block_size_tokens
@@ -85,6 +90,8 @@ class SchedulerState:
         """Queue a new (validated) request."""
         seq = Sequence(request=request, enqueue_s=now_s)
         self.seqs[request.request_id] = seq
+        if self.prefix_cache is not None:  # cached leading blocks count computed (no KV held yet)
+            seq.num_computed_tokens = seq.cached_prompt_tokens = self.prefix_cache.lookup(request)
         self.outstanding_out += seq.target_output_tokens
         self.uncomputed += seq.uncomputed_tokens
         self.waiting.push(seq, now_s)
@@ -164,6 +171,11 @@ class SchedulerState:
         seq.kv = KVLocation.GPU
         self.uncomputed -= num_tokens
 
+    def prompt_computed(self, seq: Sequence) -> None:
+        """`seq`'s prompt KV is complete (its first token is due): cache its prompt blocks."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(seq.request)
+
     def emit_token(self, seq: Sequence, now_s: float) -> None:
         seq.num_output_tokens += 1
         self.outstanding_out -= 1
@@ -172,6 +184,8 @@ class SchedulerState:
             seq.first_token_s = now_s
 
     def finish(self, seq: Sequence, now_s: float) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(seq.request, finished=True)
         self.uncomputed -= seq.uncomputed_tokens
         self.running.remove(seq)
         self.pool.release(seq)

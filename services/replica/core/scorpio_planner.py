@@ -10,7 +10,8 @@ to the simulated engine, exactly as the vLLM `scheduler_cls` hook adapts them to
   whole credit decode, so loose requests do not slow the tight ones.
 Context for VBS is each request's current context (known exactly), not a predicted midpoint.
 The TPOT estimate adds the prefill work that shares the steps (PrefillInterferenceTPOTModel) with
-prompt and output lengths measured from this engine's finished requests (an EWMA).
+prompt and output lengths measured from this engine's finished requests (an EWMA; the prompt
+length counts only the tokens prefilled, not those the prefix cache served).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class ScorpioPlanner(ContinuousPlanner):
     def update(self, plan: StepPlan) -> StepResult:
         result = super().update(plan)
         for seq in result.finished:
-            self.mean_input += _EWMA * (seq.request.input_tokens - self.mean_input)
+            prefilled = seq.request.input_tokens - seq.cached_prompt_tokens  # prefix cache hits
+            self.mean_input += _EWMA * (prefilled - self.mean_input)
             self.mean_output += _EWMA * (seq.num_output_tokens - self.mean_output)
         return result
 

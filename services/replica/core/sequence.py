@@ -45,6 +45,7 @@ class Sequence:
     preemptions: int = 0
     key: tuple[float, ...] = field(default=())
     queue_token: int = -1  # identifies this sequence's live entry in the waiting heap
+    cached_prompt_tokens: int = 0  # prompt tokens the prefix cache served when it was added
 
     @property
     def request_id(self) -> str:

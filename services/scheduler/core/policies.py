@@ -30,10 +30,17 @@ def _router(name: str) -> Any:
 
 
 def _qlm(options: Mapping[str, Any], predictor: LengthPredictor | None) -> GlobalPolicy:
+    from services.scheduler.core.prefix_affinity import PrefixAffinity, PrefixAffinityConfig
+    from services.scheduler.core.prefix_pinning import PrefixPinnedPolicy
     from services.scheduler.core.qlm.config import QLMConfig
     from services.scheduler.core.qlm.policy import QLMPolicy
 
-    return QLMPolicy(QLMConfig.model_validate(dict(options)), predictor=predictor)
+    opts = dict(options)
+    prefix = PrefixAffinityConfig.model_validate(opts.pop("prefix", {}))
+    policy = QLMPolicy(QLMConfig.model_validate(opts), predictor=predictor)
+    if not prefix.enabled:
+        return policy
+    return PrefixPinnedPolicy(policy, PrefixAffinity(prefix))
 
 
 def _batching(options: Mapping[str, Any], predictor: LengthPredictor | None) -> GlobalPolicy:
@@ -49,12 +56,14 @@ GLOBAL_POLICIES: Registry[GlobalPolicy] = Registry(
         "round-robin": _router("round-robin"),
         "least-loaded": _router("least-loaded"),
         "oracle-ttft": _router("oracle-ttft"),
+        "prefix-only": _router("prefix-only"),
         "qlm": _qlm,
         "batching": _batching,
     },
 )
-"""name -> factory(options, predictor). Routers take no options; qlm takes a QLMConfig mapping,
-batching a BatchingConfig mapping."""
+"""name -> factory(options, predictor). Routers take no options; qlm takes a QLMConfig mapping
+plus an optional `prefix` key (a PrefixAffinityConfig mapping: prefix-cache-aware placement,
+core/prefix_affinity.py), batching a BatchingConfig mapping."""
 
 
 def create_global_policy(

@@ -12,6 +12,7 @@ from slomesh.bench.scenarios.others import (
     smoke,
     uellm_odbs,
 )
+from slomesh.bench.scenarios.prefix import shared_prefix
 from slomesh.bench.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
 from slomesh.bench.scenarios.spec import ScenarioSpec
 
@@ -28,6 +29,7 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "uellm-odbs": uellm_odbs,
         "azure-conv": azure_conv,
         "azure-code": azure_code,
+        "shared-prefix": shared_prefix,
     },
 )
 

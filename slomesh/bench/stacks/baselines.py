@@ -23,6 +23,14 @@ BASELINE_STACKS: list[StackConfig] = [
         engine_mode="static",
     ),
     StackConfig(
+        name="prefix-only",
+        description=(
+            "the peers' prefix-cache affinity: longest cached prefix, ties to the least loaded "
+            "(Ray Serve LLM, llm-d, SGLang routers); FCFS vLLM engines"
+        ),
+        policy="prefix-only",
+    ),
+    StackConfig(
         name="oracle",
         description="reference: true lengths, earliest-TTFT routing, EDF with eviction and swap",
         policy="oracle-ttft",

@@ -4,7 +4,9 @@
 pulling, eviction, swapping, balancing) in front of continuous-batching engines that run
 SCORPIO's guards (LDF queue, TTFT guard, VBS admission, credit batching). On static-batching
 engines the best batching is SCLS's (DP batching, max-min offloading, slices): `slomesh-static`.
-Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable.
+Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable;
+`slomesh-no-prefix` drops prefix-cache-aware placement (issue 18, services/scheduler/core/
+prefix_affinity.py).
 `slomesh-true-lengths` feeds QLM the true output lengths instead of the length predictor's, so
 the attainment lost to prediction error is measurable (SCORPIO's guards use no output lengths).
 """
@@ -15,13 +17,19 @@ from shared.domain.scorpio import ScorpioConfig
 from slomesh.bench.stacks.base import StackConfig
 from slomesh.bench.stacks.batching import SCLS
 
-SLOMESH = StackConfig(
-    name="slomesh",
-    description="QLM queue management + SCORPIO guards on continuous engines",
+SLOMESH_NO_PREFIX = StackConfig(
+    name="slomesh-no-prefix",
+    description="slomesh without prefix-cache-aware placement (the engines still cache prefixes)",
     policy="qlm",
     queue_policy="edf",
     preemption_mode="auto",
     scorpio=ScorpioConfig(),
+)
+
+SLOMESH = SLOMESH_NO_PREFIX.variant(
+    "slomesh",
+    "QLM queue management + SCORPIO guards on continuous engines, prefix-cache-aware placement",
+    policy_options={"prefix": {"enabled": True}},
 )
 
 SLOMESH_STACKS: list[StackConfig] = [
@@ -31,7 +39,8 @@ SLOMESH_STACKS: list[StackConfig] = [
         "slomesh with QLM fed the true output lengths (oracle)",
         policy_options={"lengths": "true"},
     ),
-    SLOMESH.variant(
+    SLOMESH_NO_PREFIX,
+    SLOMESH_NO_PREFIX.variant(
         "slomesh-no-qlm", "slomesh without QLM (least-loaded routing)", policy="least-loaded"
     ),
     SLOMESH.variant("slomesh-no-scorpio", "slomesh without SCORPIO's guards (= qlm)", scorpio=None),

@@ -165,6 +165,8 @@ def test_scheduler_routing_policy_rejects_unserved_model(fakes, router):
 
 
 def test_scheduler_router_registry(fakes):
-    assert ROUTERS.names() == ["least-loaded", "oracle-ttft", "round-robin"]
-    with pytest.raises(UnknownNameError, match="valid: least-loaded, oracle-ttft, round-robin"):
+    assert ROUTERS.names() == ["least-loaded", "oracle-ttft", "prefix-only", "round-robin"]
+    with pytest.raises(
+        UnknownNameError, match="valid: least-loaded, oracle-ttft, prefix-only, round-robin"
+    ):
         ROUTERS.create("random")

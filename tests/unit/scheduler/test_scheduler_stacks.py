@@ -17,6 +17,7 @@ from slomesh.bench.stacks.registry import STACKS
         ("edf", "least-loaded", "edf", "continuous", "recompute"),
         ("sls", "round-robin", "fcfs", "static", "recompute"),
         ("oracle", "oracle-ttft", "oracle-edf", "continuous", "auto"),
+        ("prefix-only", "prefix-only", "fcfs", "continuous", "recompute"),
     ],
 )
 def test_scheduler_stack_definitions(name, router, queue, mode, preemption):
@@ -58,10 +59,24 @@ def test_scheduler_global_policy_step_end_default_is_noop(fakes):
     ],
 )
 def test_scheduler_slomesh_stacks_length_source(name, lengths, scorpio):
+    from services.scheduler.core.prefix_pinning import PrefixPinnedPolicy
     from services.scheduler.core.qlm.policy import QLMPolicy
 
     stack = STACKS.create(name)
     policy = stack.global_policy()
+    assert isinstance(policy, PrefixPinnedPolicy)  # prefix-cache-aware placement around QLM
+    policy = policy.inner
     assert isinstance(policy, QLMPolicy)
     assert type(policy.lengths).__name__ == lengths
     assert (stack.scorpio is not None) == scorpio
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [("slomesh", True), ("slomesh-no-prefix", False), ("slomesh-no-qlm", False), ("qlm", False)],
+)
+def test_scheduler_stacks_prefix_aware_placement(name, prefix):
+    from services.scheduler.core.prefix_pinning import PrefixPinnedPolicy
+
+    stack = STACKS.create(name)
+    assert isinstance(stack.global_policy(), PrefixPinnedPolicy) == prefix

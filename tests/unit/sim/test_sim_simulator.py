@@ -16,7 +16,7 @@ from slomesh.sim import simulator as simulator_module
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.simulator import Simulator
 
-STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic"]
+STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic", "prefix-only"]
 # `qlm` gives HiGHS a wall-clock time limit, so which incumbent it returns (and the run) can
 # depend on machine load; its seed-determinism is checked with the heuristic solver instead.
 SEED_DETERMINISTIC = [s for s in STACK_NAMES if s != "qlm"]
@@ -50,6 +50,7 @@ SLOMESH_STACKS = [
     "slomesh-no-guard",
     "slomesh-static",
     "slomesh-true-lengths",
+    "slomesh-no-prefix",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from services.scheduler.core.routers.base import Router
 from services.scheduler.core.routers.least_loaded import LeastLoadedRouter
 from services.scheduler.core.routers.oracle_ttft import OracleTTFTRouter
+from services.scheduler.core.routers.prefix_only import PrefixOnlyRouter
 from services.scheduler.core.routers.round_robin import RoundRobinRouter
 from shared.policy import Registry
 
@@ -14,6 +15,7 @@ ROUTERS: Registry[Router] = Registry(
         RoundRobinRouter.name: RoundRobinRouter,
         LeastLoadedRouter.name: LeastLoadedRouter,
         OracleTTFTRouter.name: OracleTTFTRouter,
+        PrefixOnlyRouter.name: PrefixOnlyRouter,
     },
 )
 

@@ -1,0 +1,140 @@
+"""Prefix-cache-aware placement inside the SLO score (issue 18; services/scheduler/README.md).
+
+For a request whose prompt has block hashes, each eligible replica i gets, from the approximate
+prefix index (prefix_index.py) and the replica's hardware profile (T_prefill(1, L) of the
+profile's prefill model, SCLS Eq. 5 form):
+
+    cached_i  = prompt tokens believed cached on i
+    prefill_i = T_prefill(1, I − cached_i)                    own prefill of the uncached suffix
+    saved_i   = T_prefill(1, I) − prefill_i                   compute the cache saves
+    queue_i   = T_prefill(1, pending_i) + load_i              work ahead in i's engine, model load
+    ttft_i    = queue_i + prefill_i                           predicted time to first token
+    feasible  : ttft_i ≤ slack_fraction · (deadline − now)    the SLO slack it may spend
+    score_i   = ttft_i − benefit_weight · saved_i
+
+The feasible replica with the lowest score wins, but only when the choice matters for the cache:
+its saving must exceed the smallest saving among the eligible replicas by `min_saved_s` (a
+system prompt cached everywhere pins nothing). Otherwise, or when no replica is feasible (the
+affinity replica is too busy for this request's slack), there is no pin and the SLO policy
+places the request as it would without prefixes. benefit_weight > 0 counts the saved prefill
+as capacity returned to everyone queued, not only as this request's shorter TTFT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.prefix_index import PrefixIndex
+from shared.domain import Request
+from shared.domain.prefix import DEFAULT_BLOCK_SIZE_TOKENS
+
+
+class PrefixAffinityConfig(BaseModel):
+    """Prefix-cache-aware placement in the SLO score (off: placement ignores prefixes)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    enabled: bool = False
+    """Pin a request to the replica whose cached prefix saves it the most prefill, when the
+    SLO slack allows (the `slomesh` stack turns it on; `slomesh-no-prefix` leaves it off)."""
+    benefit_weight: float = Field(1.0, ge=0)
+    """Weight of the prefill seconds saved against the predicted TTFT in the score (0: the
+    request's own TTFT alone)."""
+    slack_fraction: float = Field(0.8, gt=0, le=1)
+    """A replica is feasible when its predicted TTFT is within this fraction of the time left
+    to the request's TTFT deadline."""
+    min_saved_s: float = Field(0.002, ge=0)
+    """The winner's saving must exceed the smallest saving among the eligible replicas by more
+    than this (seconds of prefill); otherwise nothing is pinned."""
+    block_size_tokens: int = Field(DEFAULT_BLOCK_SIZE_TOKENS, ge=1)
+    """Tokens per KV block, for each replica's index capacity (KV capacity tokens / this)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaScore:
+    """One replica's terms of the score (seconds; cached in tokens)."""
+
+    replica: str
+    cached_tokens: int
+    saved_s: float
+    ttft_s: float
+    feasible: bool
+    score: float
+
+
+def queue_delay_s(inst: InstanceHandle, model: str) -> float:
+    """Work ahead of a new request in `inst`'s engine: its pending prefill plus a model load."""
+    prof = inst.profile(model)
+    pending = inst.status().pending_prefill_tokens
+    delay = prof.prefill_time_s(1, pending) if pending > 0 else 0.0
+    return delay + inst.load_time_s(model)
+
+
+class PrefixAffinity:
+    """The score above over an index it keeps up to date from the placements it is told of."""
+
+    def __init__(self, config: PrefixAffinityConfig, index: PrefixIndex | None = None) -> None:
+        self.cfg = config
+        self.index = index if index is not None else PrefixIndex()
+        self.pins = 0
+        """Requests pinned to their affinity replica."""
+
+    def scores(
+        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
+    ) -> list[ReplicaScore]:
+        slack = request.ttft_deadline_abs_s - now_s
+        out = []
+        for inst in eligible:
+            self._known(inst, request.model)
+            prof = inst.profile(request.model)
+            cached = self.index.cached_tokens(inst.name, request)
+            full = prof.prefill_time_s(1, request.input_tokens)
+            own = prof.prefill_time_s(1, request.input_tokens - cached)
+            ttft = queue_delay_s(inst, request.model) + own
+            saved = full - own
+            out.append(
+                ReplicaScore(
+                    replica=inst.name,
+                    cached_tokens=cached,
+                    saved_s=saved,
+                    ttft_s=ttft,
+                    feasible=ttft <= self.cfg.slack_fraction * slack,
+                    score=ttft - self.cfg.benefit_weight * saved,
+                )
+            )
+        return out
+
+    def choose(
+        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
+    ) -> str | None:
+        """The replica to pin `request` to, or None (no prefix, no distinctive saving, or no
+        replica with the slack for it)."""
+        if not self.cfg.enabled or request.prefix is None or not eligible:
+            return None
+        scores = self.scores(request, eligible, now_s)
+        feasible = [s for s in scores if s.feasible]
+        if not feasible:
+            return None
+        best = min(feasible, key=lambda s: (s.score, s.replica))
+        floor = min(s.saved_s for s in scores)
+        if best.saved_s - floor <= self.cfg.min_saved_s:
+            return None
+        self.pins += 1
+        return best.replica
+
+    def record_placement(self, inst: InstanceHandle, request: Request) -> None:
+        """`request` went to `inst` (pinned or not): its prefix is now believed cached there."""
+        self._known(inst, request.model)
+        self.index.record_placement(inst.name, request)
+
+    def forget(self, replica: str) -> None:
+        self.index.drop_replica(replica)
+
+    def _known(self, inst: InstanceHandle, model: str) -> None:
+        if inst.name not in self.index.replicas():
+            cap = inst.profile(model).kv_capacity_tokens // self.cfg.block_size_tokens
+            self.index.set_capacity(inst.name, cap)
