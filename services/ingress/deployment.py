@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from fastapi import Request as HTTPRequest
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import context as otel_context
@@ -107,6 +108,8 @@ def _grpc_status(http_status: int) -> Any:
     }.get(http_status, grpc.StatusCode.INTERNAL)
 
 
+FileId = Annotated[str, Path(pattern=r"^file-[A-Za-z0-9]{1,64}$")]
+BatchId = Annotated[str, Path(pattern=r"^batch_[A-Za-z0-9]{1,64}$")]
 _BATCH_ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": what}
     for status, what in (
@@ -167,11 +170,11 @@ class IngressDeployment:
         return await self._batch_call(self.batches.upload, request)
 
     @app.get("/v1/files/{file_id}", responses=_BATCH_ERRORS)
-    async def retrieve_file(self, request: HTTPRequest, file_id: str) -> Response:
+    async def retrieve_file(self, request: HTTPRequest, file_id: FileId) -> Response:
         return await self._batch_call(self.batches.get_file, request, file_id)
 
     @app.get("/v1/files/{file_id}/content", responses=_BATCH_ERRORS)
-    async def file_content(self, request: HTTPRequest, file_id: str) -> Response:
+    async def file_content(self, request: HTTPRequest, file_id: FileId) -> Response:
         return await self._batch_call(self.batches.file_content, request, file_id)
 
     @app.post("/v1/batches", responses=_BATCH_ERRORS)
@@ -184,11 +187,11 @@ class IngressDeployment:
         return await self._batch_call(self.batches.list_batches, request)
 
     @app.get("/v1/batches/{batch_id}", responses=_BATCH_ERRORS)
-    async def retrieve_batch(self, request: HTTPRequest, batch_id: str) -> Response:
+    async def retrieve_batch(self, request: HTTPRequest, batch_id: BatchId) -> Response:
         return await self._batch_call(self.batches.get_batch, request, batch_id)
 
     @app.post("/v1/batches/{batch_id}/cancel", responses=_BATCH_ERRORS)
-    async def cancel_batch(self, request: HTTPRequest, batch_id: str) -> Response:
+    async def cancel_batch(self, request: HTTPRequest, batch_id: BatchId) -> Response:
         return await self._batch_call(self.batches.cancel, request, batch_id)
 
     @app.get(
