@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -133,7 +134,10 @@ class BatchRunner:
             ):
                 task = asyncio.get_running_loop().create_task(self.run_batch(batch_id))
                 self._running[batch_id] = task
-                task.add_done_callback(lambda _t, b=batch_id: self._running.pop(b, None))
+                task.add_done_callback(functools.partial(self._forget, batch_id))
+
+    def _forget(self, batch_id: str, _task: asyncio.Task[None]) -> None:
+        self._running.pop(batch_id, None)
 
     async def stop(self) -> None:
         """Cancel every batch task (their in-flight requests are cancelled with them)."""
