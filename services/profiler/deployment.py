@@ -45,7 +45,7 @@ def profile_msg(p: HardwareProfile) -> profiler_pb2.Profile:
         gpu=p.gpu,
         model=p.model,
         tensor_parallel=p.tensor_parallel,
-        prefill_coeffs_s=[p.prefill.p1, p.prefill.p2, p.prefill.p3, p.prefill.p4],
+        prefill_coeffs_s=[p.prefill.p1, p.prefill.p2, p.prefill.p3, p.prefill.p4, p.prefill.p5],
         decode_coeffs_s=[p.decode.d1, p.decode.d2, p.decode.d3, p.decode.d4],
         kv_capacity_bytes=p.kv_capacity_bytes,
         kv_bytes_per_token=p.kv_bytes_per_token,
@@ -54,6 +54,8 @@ def profile_msg(p: HardwareProfile) -> profiler_pb2.Profile:
         cold_load_bytes_per_s=p.cold_load_bytes_s,
         inefficiency=p.inefficiency,
         source=p.source,
+        submit_overhead_s=p.submit_overhead_s,
+        delivery_overhead_s=p.delivery_overhead_s,
     )
 
 

@@ -1,5 +1,7 @@
-"""`slomesh fidelity`: replay one trace on real vLLM (CPU, tiny model) and on the simulated
-engine with a fitted profile; per-request TTFT/TPOT/E2E errors as a markdown table.
+"""`slomesh fidelity`: replay two traces (short chat prompts, a long-prompt mix) on real vLLM (CPU,
+tiny model) and on the simulated engine; per-request TTFT/TPOT/E2E errors and vLLM's own noise
+floor as markdown tables. By default the simulated engine is first calibrated on the serving
+engine's own step timings (slomesh/sim/fidelity_run.py).
 
 It reports and exits 0; it does not assert the target (accuracy is a benchmark figure).
 """
@@ -9,17 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from shared.domain import HardwareProfile
-from shared.profiles.io import load_profiles, profile_to_dict
+from shared.profiles.io import load_profiles, profile_to_dict, save_profiles
 from slomesh.cli.errors import UsageError
-from slomesh.sim.fidelity import compare, fidelity_table, median_timings, meets_target
-from slomesh.sim.replay import RequestTiming, replay_sim, sim_engine_config
-from slomesh.sim.trace import TraceSpec, make_trace, save_trace
+from slomesh.sim.fidelity import fidelity_table, meets_target
+from slomesh.sim.trace import TRACE_SHAPES, save_trace
 
 DEFAULT_PROFILE = Path("deploy/ray/profiles/cpu-tiny-llama.json")
 """The measured profile of the tiny CPU model that `slomesh profile --engine vllm` ships."""
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--profile", type=Path, default=DEFAULT_PROFILE, help=f"default {DEFAULT_PROFILE}"
     )
     p.add_argument("--profile-model", help="the profile's model (default: the file's only one)")
-    p.add_argument("--requests", type=int, default=80, help="trace requests (default 80)")
+    p.add_argument("--requests", type=int, default=80, help="requests per trace (default 80)")
     p.add_argument("--rate", type=float, default=2.0, help="Poisson arrivals per s (default 2)")
     p.add_argument("--seed", type=int, default=0, help="trace and prompt seed (default 0)")
     p.add_argument("--max-num-seqs", type=int, default=16, help="engine seats (default 16)")
@@ -57,12 +57,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--repeats",
         type=int,
-        default=1,
-        help="replay the trace this many times on vLLM; >= 2 compares the sim with the per-request "
-        "median and reports run 2 vs run 1 (the real engine's own noise floor)",
+        default=2,
+        help="replay each trace this many times on vLLM (default 2); >= 2 compares the sim with "
+        "the per-request median and reports run 2 vs run 1 (the real engine's own noise floor)",
     )
-    p.add_argument("--out", type=Path, help="write the report (with per-request rows) as JSON")
-    p.add_argument("--trace-out", type=Path, help="write the trace as JSONL")
+    p.add_argument(
+        "--traces",
+        default="chat,long",
+        help=f"trace shapes, comma-separated (default chat,long; valid: {', '.join(TRACE_SHAPES)})",
+    )
+    p.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="simulate with --profile as it is (default: first fit its step model and front-end "
+        "overheads on vLLM serving calibration traces of other seeds)",
+    )
+    p.add_argument("--profile-out", type=Path, help="write the calibrated profile here")
+    p.add_argument(
+        "--out", type=Path, help="write DIR/fidelity.json (and DIR/profile.json when calibrated)"
+    )
+    p.add_argument("--trace-out", type=Path, help="write each trace as DIR/<shape>.jsonl")
     p.set_defaults(func=run)
 
 
@@ -121,19 +136,13 @@ def profile_load(path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
+    shapes = [x.strip() for x in args.traces.split(",") if x.strip()]
+    bad = [x for x in shapes if x not in TRACE_SHAPES]
+    if bad or not shapes:
+        raise UsageError(f"--traces: unknown {bad or 'none'}; valid: {', '.join(TRACE_SHAPES)}")
     profile = pick_profile(args.profile, args.profile_model)
-    spec = TraceSpec(
-        requests=args.requests,
-        rate_rps=args.rate,
-        seed=args.seed,
-        max_model_len=args.max_model_len,
-        max_input_tokens=min(1536, args.max_model_len - 2),
-    )
-    trace = make_trace(spec)
-    if args.trace_out is not None:
-        save_trace(args.trace_out, trace)
     from services.replica.vllm.config import VLLMEngineConfig
-    from slomesh.sim.vllm_replay import replay_vllm
+    from slomesh.sim import fidelity_run
 
     model_dir = args.model_dir
     if model_dir is None:
@@ -153,68 +162,74 @@ def run(args: argparse.Namespace) -> int:
     for warning in setting_mismatches(args.profile, args.dtype, threads):
         print(f"warning: {warning}")
     load_before = os.getloadavg()[0]
-    print(f"replaying {len(trace)} requests at {args.rate} req/s on vLLM ({model_dir}) ...")
-    real = replay_vllm(trace, config, seed=args.seed, torch_threads=threads, repeats=args.repeats)
-    lim = real.limits
-    reference = median_timings(real.runs)
-    sim_config = sim_engine_config(
-        lim.max_num_seqs, lim.max_num_batched_tokens, lim.block_size_tokens
-    )
-    t0 = time.perf_counter()
-    sim = replay_sim(trace, profile, sim_config)
-    sim_wall = time.perf_counter() - t0
-    errors = compare(reference, sim)
-    print(
-        f"profile {args.profile} ({profile.gpu}/{profile.model}, {profile.source}); "
-        f"vLLM limits {asdict(lim)}; trace wall {', '.join(f'{w:.1f}' for w in real.wall_s)} s, "
-        f"client lateness max {real.max_lateness_s * 1e3:.1f} ms; load avg {load_before:.1f} -> "
-        f"{os.getloadavg()[0]:.1f} (profile measured at {profile_load(args.profile)})"
-    )
-    what = f"median of {args.repeats} vLLM runs" if args.repeats > 1 else "vLLM"
-    print(f"\nsim vs real ({what}), per request:")
-    print(fidelity_table(errors))
-    floor = compare(real.runs[0], real.runs[1]) if args.repeats > 1 else None
-    if floor is not None:
-        print("\nnoise floor: vLLM run 2 vs run 1, per request:")
-        print(fidelity_table(floor, ("run 1", "run 2")))
-    verdict = "meets" if meets_target(errors) else "misses"
-    print(f"{verdict} the target (median abs error of TTFT and E2E <= 10%)")
-    if args.out is not None:
-        report: dict[str, Any] = {
-            "profile_path": str(args.profile),
-            "profile": profile_to_dict(profile),
-            "trace": asdict(spec),
-            "vllm_limits": asdict(lim),
-            "vllm_settings": {"dtype": args.dtype, "torch_threads": threads},
-            "vllm_wall_s": real.wall_s,
-            "repeats": args.repeats,
-            "max_lateness_s": real.max_lateness_s,
-            "sim_wall_s": sim_wall,
-            "load_avg_1m": [load_before, os.getloadavg()[0]],
-            "errors": [asdict(e) for e in errors],
-            "noise_floor": [asdict(e) for e in floor] if floor is not None else None,
-            "requests": _rows(reference, sim),
-            "vllm_runs": [[asdict(t) for t in run] for run in real.runs],
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"report: {args.out}")
-    return 0
-
-
-def _rows(real: list[RequestTiming], sim: list[RequestTiming]) -> list[dict[str, Any]]:
-    by_id = {s.request_id: s for s in sim}
-    rows = []
-    for r in real:
-        s = by_id[r.request_id]
-        rows.append(
-            {
-                "request_id": r.request_id,
-                "arrival_s": r.arrival_s,
-                "input_tokens": r.input_tokens,
-                "output_tokens": r.output_tokens,
-                "real": {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s},
-                "sim": {"ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s},
-            }
+    fit = None
+    if args.calibrate:
+        print(f"calibrating on vLLM serving {', '.join(shapes)} (seed {args.seed} + 1000) ...")
+        profile, fit = fidelity_run.calibrate(
+            profile,
+            config,
+            shapes,
+            requests=args.requests,
+            rate_rps=args.rate,
+            seed=args.seed,
+            torch_threads=threads,
         )
-    return rows
+        print(
+            f"serving fit: {fit.steps} steps, RMSE {fit.rmse_s * 1e3:.2f} ms, R² {fit.r2:.3f}; "
+            f"submit {fit.submit_overhead_s * 1e3:.2f} ms, delivery "
+            f"{fit.delivery_overhead_s * 1e3:.2f} ms per request"
+        )
+        profile_out = args.profile_out or (args.out / "profile.json" if args.out else None)
+        if profile_out is not None:
+            save_profiles(profile_out, [profile], {"serving_fit": fit.report()})
+            print(f"profile: {profile_out}")
+    traces = fidelity_run.shaped_traces(
+        shapes, args.requests, args.rate, args.seed, args.max_model_len
+    )
+    if args.trace_out is not None:
+        for name, _, trace in traces:
+            save_trace(args.trace_out / f"{name}.jsonl", trace)
+    results = fidelity_run.evaluate(
+        profile, config, traces, seed=args.seed, repeats=args.repeats, torch_threads=threads
+    )
+    print(
+        f"profile {profile.gpu}/{profile.model} ({profile.source}); load avg "
+        f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    for r in results:
+        what = f"median of {args.repeats} vLLM runs" if args.repeats > 1 else "vLLM"
+        print(
+            f"\ntrace {r.name}: {len(traces[0][2])} requests at {args.rate} req/s "
+            f"(inputs <= {r.spec.max_input_tokens} tokens); sim vs real ({what}), per request; "
+            f"vLLM wall {', '.join(f'{w:.1f}' for w in r.wall_s)} s"
+        )
+        print(fidelity_table(r.errors))
+        if r.noise is not None:
+            print(f"noise floor ({r.name}): vLLM run 2 vs run 1, per request:")
+            print(fidelity_table(r.noise, ("run 1", "run 2")))
+        verdict = "meets" if meets_target(r.errors) else "misses"
+        print(f"{r.name}: {verdict} the target (median abs error of TTFT and E2E <= 10%)")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        doc = fidelity_run.fidelity_json(results)
+        doc["details"] = {
+            "profile": profile_to_dict(profile),
+            "serving_fit": fit.report() if fit is not None else None,
+            "load_avg_1m": [load_before, os.getloadavg()[0]],
+            "repeats": args.repeats,
+            "traces": [
+                {
+                    "name": r.name,
+                    "spec": asdict(r.spec),
+                    "vllm_limits": asdict(r.limits),
+                    "vllm_wall_s": r.wall_s,
+                    "max_lateness_s": r.max_lateness_s,
+                    "errors": [asdict(e) for e in r.errors],
+                    "noise": [asdict(e) for e in r.noise] if r.noise is not None else None,
+                }
+                for r in results
+            ],
+        }
+        (args.out / "fidelity.json").write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"report: {args.out / 'fidelity.json'}")
+    return 0

@@ -5,12 +5,17 @@ engine's (max_num_seqs, max_num_batched_tokens, block size; KV capacity comes fr
 driven by slomesh/sim/lone_engine.py. Like vLLM's engine loop, requests that arrive while a step
 runs join at the step's end; an idle engine jumps to the next arrival. Output lengths are forced
 (true_output_tokens).
+
+The serving front end's costs that the profile carries (submit_overhead_s, delivery_overhead_s,
+measured by slomesh/profiling/serving_fit.py) are added: the engine sees a request
+submit_overhead_s after its arrival, and the caller sees each token delivery_overhead_s after
+the step that made it. Latencies count from the arrival.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig
@@ -54,17 +59,20 @@ def replay_sim(
 ) -> list[RequestTiming]:
     """Run `trace` to completion on a SimEngineCore; timings in trace order."""
     engine = LoneEngine("replay", profile, config)
-    seqs = engine.run(to_requests(trace, profile.model))
+    submit, deliver = profile.submit_overhead_s, profile.delivery_overhead_s
+    shifted = [replace(t, arrival_s=t.arrival_s + submit) for t in trace]
+    seqs = engine.run(to_requests(shifted, profile.model))
     by_id = {}
     for s in seqs:
         r = s.request
         assert s.first_token_s is not None and s.finish_s is not None
+        arrival = r.arrival_s - submit
         by_id[r.request_id] = RequestTiming(
             r.request_id,
-            r.arrival_s,
+            arrival,
             r.input_tokens,
             s.num_output_tokens,
-            s.first_token_s - r.arrival_s,
-            s.finish_s - r.arrival_s,
+            s.first_token_s + deliver - arrival,
+            s.finish_s + deliver - arrival,
         )
     return [by_id[t.request_id] for t in trace]

@@ -72,6 +72,37 @@ class TraceSpec:
             raise ValueError(f"max_output_tokens must be >= {MIN_OUTPUT_TOKENS}")
 
 
+TRACE_SHAPES: dict[str, dict[str, float | int]] = {
+    "chat": {"input_scale": 0.25, "max_input_tokens": 256},
+    "long": {"input_scale": 0.5, "max_input_tokens": 1500},
+}
+"""The fidelity traces: "chat", short chat-like prompts (Azure conv inputs x0.25, at most 256
+tokens); "long", a long-prompt mix (Azure conv inputs x0.5, up to 1,500 tokens). Outputs are
+Azure conv outputs x0.5 in both."""
+
+
+def shaped_spec(shape: str, **kwargs: float | int) -> TraceSpec:
+    """The TraceSpec of a named shape (TRACE_SHAPES), with `kwargs` for the rest."""
+    if shape not in TRACE_SHAPES:
+        raise ValueError(f"unknown trace shape {shape!r}; valid: {', '.join(TRACE_SHAPES)}")
+    return TraceSpec(**{**kwargs, **TRACE_SHAPES[shape]})  # type: ignore[arg-type]
+
+
+def concatenate(traces: Sequence[Sequence[TraceRequest]], gap_s: float) -> list[TraceRequest]:
+    """One trace playing `traces` one after the other, `gap_s` apart (ids prefixed c<k>-)."""
+    out: list[TraceRequest] = []
+    offset = 0.0
+    for k, trace in enumerate(traces):
+        out += [
+            TraceRequest(
+                f"c{k}-{t.request_id}", t.arrival_s + offset, t.input_tokens, t.output_tokens
+            )
+            for t in trace
+        ]
+        offset = (out[-1].arrival_s if out else offset) + gap_s
+    return out
+
+
 def make_trace(spec: TraceSpec) -> list[TraceRequest]:
     """The trace of `spec`: same spec, same list (ids t000, t001, ... in arrival order)."""
     rng = np.random.default_rng(spec.seed)

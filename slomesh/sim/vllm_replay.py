@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,6 +57,10 @@ class VLLMReplay:
     limits: EngineLimits
     max_lateness_s: float
     wall_s: list[float]
+    start_s: list[float]
+    """perf_counter() at each run's time 0 (a request is due at start + arrival_s)."""
+    id_prefixes: list[str]
+    """vLLM request id of trace request r in run k: id_prefixes[k] + r.request_id."""
 
     @property
     def timings(self) -> list[RequestTiming]:
@@ -76,6 +81,7 @@ def replay_vllm(
     warmup_requests: int = 4,
     torch_threads: int | None = 1,
     repeats: int = 1,
+    step_log: Path | None = None,
 ) -> VLLMReplay:
     """Start vLLM with `config` (prefix caching forced off), warm it up, replay `trace`
     `repeats` times, one replay after the other (same prompts; a fresh request-id prefix each).
@@ -83,10 +89,18 @@ def replay_vllm(
     torch_threads sets OMP_NUM_THREADS for vLLM's engine-core process (None: vLLM's default,
     which on the CPU build keeps one spinning OpenMP thread per core; on a shared machine those
     stall whenever another process takes a core, so step times turn bimodal).
+
+    step_log: when set, vLLM runs its stock scheduler with a stopwatch
+    (services/replica/vllm/step_recorder.py) and the engine core appends its step timings,
+    request arrivals and first-token times to this file (warm-up requests included).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    return asyncio.run(_main(trace, config, seed, warmup_requests, torch_threads, repeats))
+    if step_log is not None and config.uses_scheduler_hook:
+        raise ValueError("step_log needs the stock FCFS scheduler (queue_policy fcfs, no scorpio)")
+    return asyncio.run(
+        _main(trace, config, seed, warmup_requests, torch_threads, repeats, step_log)
+    )
 
 
 async def _main(
@@ -96,6 +110,7 @@ async def _main(
     warmup: int,
     torch_threads: int | None,
     repeats: int,
+    step_log: Path | None,
 ) -> VLLMReplay:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if config.multiprocessing else "0"
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -103,18 +118,29 @@ async def _main(
     from vllm.v1.engine.async_llm import AsyncLLM
 
     cfg = config.model_copy(update={"enable_prefix_caching": False})
-    args = AsyncEngineArgs(**cfg.engine_args_kwargs(), disable_log_stats=True)
-    vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
-    saved = os.environ.get("OMP_NUM_THREADS")
+    kwargs = cfg.engine_args_kwargs()
+    env = {}
     if torch_threads is not None:  # read by the engine-core process vLLM starts now
-        os.environ["OMP_NUM_THREADS"] = str(torch_threads)
+        env["OMP_NUM_THREADS"] = str(torch_threads)
+    if step_log is not None:
+        from services.replica.vllm import step_recorder
+
+        kwargs["scheduler_cls"] = f"{step_recorder.__name__}.StepRecordingScheduler"
+        env[step_recorder.ENV_VAR] = str(step_log)
+        step_log.parent.mkdir(parents=True, exist_ok=True)
+        step_log.write_text("")
+    args = AsyncEngineArgs(**kwargs, disable_log_stats=True)
+    vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         llm = AsyncLLM.from_vllm_config(vllm_config, disable_log_stats=True)
     finally:
-        if saved is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     try:
         limits = EngineLimits(
             max_num_seqs=int(vllm_config.scheduler_config.max_num_seqs),
@@ -125,12 +151,14 @@ async def _main(
         vocab = int(vllm_config.model_config.get_vocab_size())
         longest = max((t.input_tokens for t in trace), default=16)
         warm = [TraceRequest(f"w{i}", 0.0, min(longest, 64 << i), 8) for i in range(warmup)]
-        await _replay(llm, warm, vocab, seed + 1, "warmup-")
-        runs, walls, lateness = [], [], 0.0
+        await _replay(llm, warm, vocab, seed + 1, "warmup-", time.perf_counter())
+        runs, walls, starts, lateness = [], [], [], 0.0
+        prefixes = [f"run{k}-" if k else "" for k in range(repeats)]
         for k in range(repeats):
             start = time.perf_counter()
-            timings, late = await _replay(llm, trace, vocab, seed, f"run{k}-" if k else "")
+            timings, late = await _replay(llm, trace, vocab, seed, prefixes[k], start)
             walls.append(time.perf_counter() - start)
+            starts.append(start)
             runs.append(timings)
             lateness = max(lateness, late)
     finally:
@@ -138,13 +166,17 @@ async def _main(
         # drop the reference: a frame that outlives this call (vLLM keeps one alive) must not
         # hold the engine, or its __del__ runs again at interpreter exit and fails there
         del llm
-    return VLLMReplay(runs, limits, lateness, walls)
+    return VLLMReplay(runs, limits, lateness, walls, starts, prefixes)
 
 
 async def _replay(
-    llm: AsyncLLM, trace: Sequence[TraceRequest], vocab: int, seed: int, prefix: str
+    llm: AsyncLLM,
+    trace: Sequence[TraceRequest],
+    vocab: int,
+    seed: int,
+    prefix: str,
+    start: float,
 ) -> tuple[list[RequestTiming], float]:
-    start = time.perf_counter()
     runs = [
         _one(llm, t, prompt_ids(i, t.input_tokens, vocab, seed), start, prefix)
         for i, t in enumerate(trace)

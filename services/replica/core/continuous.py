@@ -136,7 +136,7 @@ class ContinuousPlanner(Planner):
 
 def _work(plan: StepPlan) -> MixedStep:
     """The forward pass of the scheduled chunks: prefill chunks and decodes, with their contexts."""
-    p_tokens = p_seqs = p_max = d_seqs = d_ctx = 0
+    p_tokens = p_seqs = p_max = d_seqs = d_ctx = p_attn = 0
     for ch in plan.chunks:
         seq = ch.seq
         ctx = seq.num_computed_tokens  # KV already cached before this step
@@ -147,7 +147,8 @@ def _work(plan: StepPlan) -> MixedStep:
             p_tokens += ch.num_tokens
             p_seqs += 1
             p_max = max(p_max, ctx + ch.num_tokens)
-    return MixedStep(p_tokens, p_seqs, p_max, d_seqs, d_ctx)
+            p_attn += ch.num_tokens * (ctx + ch.num_tokens)
+    return MixedStep(p_tokens, p_seqs, p_max, d_seqs, d_ctx, p_attn)
 
 
 def _is_decode(seq: Sequence) -> bool:

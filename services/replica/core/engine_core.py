@@ -189,6 +189,7 @@ def step_time_s(profile: HardwareProfile, work: StepWork) -> float:
                 work.prefill_max_ctx,
                 work.decode_seqs,
                 work.decode_ctx,
+                work.prefill_attention,
             )
         case PaddedPrefill():
             return profile.prefill_time_s(work.num_seqs, work.padded_len)

@@ -40,6 +40,8 @@ class MixedStep:
     prefill_max_ctx: int
     decode_seqs: int
     decode_ctx: int
+    prefill_attention: int = 0
+    """Σ c·(k + c) over prefill chunks of c new tokens on k cached ones (attention's work)."""
 
 
 @dataclass(frozen=True, slots=True)

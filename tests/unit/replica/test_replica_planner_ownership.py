@@ -56,7 +56,7 @@ def test_a_planner_plans_without_an_engine_and_the_core_times_the_plan(h):
     planner.state.add(h.request("a", 100, 3), 0.0)
     plan = planner.schedule(0.0)
     assert plan.kind is StepKind.EXECUTE and plan.duration_s == 0.0  # the planner does not time
-    assert plan.work == MixedStep(100, 1, 100, 0, 0)
+    assert plan.work == MixedStep(100, 1, 100, 0, 0, prefill_attention=100 * 100)
     assert [(c.seq.request_id, c.num_tokens) for c in plan.chunks] == [("a", 100)]
     assert step_time_s(profile, plan.work) == profile.step_time_s(100, 1, 100, 0, 0)
     plan.duration_s = step_time_s(profile, plan.work)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from shared.rpc.slomesh.v1 import common_pb2 as slomesh_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19slomesh/v1/profiler.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"w\n\x0f\x45stimateRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x30\n\nprediction\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.LengthPrediction\x12\x0b\n\x03gpu\x18\x03 \x01(\t\"j\n\rEstimateReply\x12\x12\n\nprefill_ms\x18\x01 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_ms_per_token\x18\x02 \x01(\x01\x12\x10\n\x08kv_bytes\x18\x03 \x01(\x04\x12\x16\n\x0eprofile_source\x18\x04 \x01(\t\"H\n\x11GetProfileRequest\x12\x0b\n\x03gpu\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0ftensor_parallel\x18\x03 \x01(\r\"\x9d\x02\n\x07Profile\x12\x0b\n\x03gpu\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0ftensor_parallel\x18\x03 \x01(\r\x12\x18\n\x10prefill_coeffs_s\x18\x04 \x03(\x01\x12\x17\n\x0f\x64\x65\x63ode_coeffs_s\x18\x05 \x03(\x01\x12\x19\n\x11kv_capacity_bytes\x18\x06 \x01(\x04\x12\x1a\n\x12kv_bytes_per_token\x18\x07 \x01(\x04\x12\x14\n\x0cweight_bytes\x18\x08 \x01(\x04\x12\x18\n\x10swap_bytes_per_s\x18\t \x01(\x01\x12\x1d\n\x15\x63old_load_bytes_per_s\x18\n \x01(\x01\x12\x14\n\x0cinefficiency\x18\x0b \x01(\x01\x12\x0e\n\x06source\x18\x0c \x01(\t2\x90\x01\n\x08Profiler\x12\x42\n\x08\x45stimate\x12\x1b.slomesh.v1.EstimateRequest\x1a\x19.slomesh.v1.EstimateReply\x12@\n\nGetProfile\x12\x1d.slomesh.v1.GetProfileRequest\x1a\x13.slomesh.v1.Profileb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19slomesh/v1/profiler.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"w\n\x0f\x45stimateRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x30\n\nprediction\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.LengthPrediction\x12\x0b\n\x03gpu\x18\x03 \x01(\t\"j\n\rEstimateReply\x12\x12\n\nprefill_ms\x18\x01 \x01(\x01\x12\x1b\n\x13\x64\x65\x63ode_ms_per_token\x18\x02 \x01(\x01\x12\x10\n\x08kv_bytes\x18\x03 \x01(\x04\x12\x16\n\x0eprofile_source\x18\x04 \x01(\t\"H\n\x11GetProfileRequest\x12\x0b\n\x03gpu\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0ftensor_parallel\x18\x03 \x01(\r\"\xd5\x02\n\x07Profile\x12\x0b\n\x03gpu\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0ftensor_parallel\x18\x03 \x01(\r\x12\x18\n\x10prefill_coeffs_s\x18\x04 \x03(\x01\x12\x17\n\x0f\x64\x65\x63ode_coeffs_s\x18\x05 \x03(\x01\x12\x19\n\x11kv_capacity_bytes\x18\x06 \x01(\x04\x12\x1a\n\x12kv_bytes_per_token\x18\x07 \x01(\x04\x12\x14\n\x0cweight_bytes\x18\x08 \x01(\x04\x12\x18\n\x10swap_bytes_per_s\x18\t \x01(\x01\x12\x1d\n\x15\x63old_load_bytes_per_s\x18\n \x01(\x01\x12\x14\n\x0cinefficiency\x18\x0b \x01(\x01\x12\x0e\n\x06source\x18\x0c \x01(\t\x12\x19\n\x11submit_overhead_s\x18\r \x01(\x01\x12\x1b\n\x13\x64\x65livery_overhead_s\x18\x0e \x01(\x01\x32\x90\x01\n\x08Profiler\x12\x42\n\x08\x45stimate\x12\x1b.slomesh.v1.EstimateRequest\x1a\x19.slomesh.v1.EstimateReply\x12@\n\nGetProfile\x12\x1d.slomesh.v1.GetProfileRequest\x1a\x13.slomesh.v1.Profileb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,7 +39,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETPROFILEREQUEST']._serialized_start=295
   _globals['_GETPROFILEREQUEST']._serialized_end=367
   _globals['_PROFILE']._serialized_start=370
-  _globals['_PROFILE']._serialized_end=655
-  _globals['_PROFILER']._serialized_start=658
-  _globals['_PROFILER']._serialized_end=802
+  _globals['_PROFILE']._serialized_end=711
+  _globals['_PROFILER']._serialized_start=714
+  _globals['_PROFILER']._serialized_end=858
 # @@protoc_insertion_point(module_scope)

@@ -40,7 +40,7 @@ class GetProfileRequest(_message.Message):
     def __init__(self, gpu: _Optional[str] = ..., model: _Optional[str] = ..., tensor_parallel: _Optional[int] = ...) -> None: ...
 
 class Profile(_message.Message):
-    __slots__ = ("gpu", "model", "tensor_parallel", "prefill_coeffs_s", "decode_coeffs_s", "kv_capacity_bytes", "kv_bytes_per_token", "weight_bytes", "swap_bytes_per_s", "cold_load_bytes_per_s", "inefficiency", "source")
+    __slots__ = ("gpu", "model", "tensor_parallel", "prefill_coeffs_s", "decode_coeffs_s", "kv_capacity_bytes", "kv_bytes_per_token", "weight_bytes", "swap_bytes_per_s", "cold_load_bytes_per_s", "inefficiency", "source", "submit_overhead_s", "delivery_overhead_s")
     GPU_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,8 @@ class Profile(_message.Message):
     COLD_LOAD_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
     INEFFICIENCY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_OVERHEAD_S_FIELD_NUMBER: _ClassVar[int]
     gpu: str
     model: str
     tensor_parallel: int
@@ -65,4 +67,6 @@ class Profile(_message.Message):
     cold_load_bytes_per_s: float
     inefficiency: float
     source: str
-    def __init__(self, gpu: _Optional[str] = ..., model: _Optional[str] = ..., tensor_parallel: _Optional[int] = ..., prefill_coeffs_s: _Optional[_Iterable[float]] = ..., decode_coeffs_s: _Optional[_Iterable[float]] = ..., kv_capacity_bytes: _Optional[int] = ..., kv_bytes_per_token: _Optional[int] = ..., weight_bytes: _Optional[int] = ..., swap_bytes_per_s: _Optional[float] = ..., cold_load_bytes_per_s: _Optional[float] = ..., inefficiency: _Optional[float] = ..., source: _Optional[str] = ...) -> None: ...
+    submit_overhead_s: float
+    delivery_overhead_s: float
+    def __init__(self, gpu: _Optional[str] = ..., model: _Optional[str] = ..., tensor_parallel: _Optional[int] = ..., prefill_coeffs_s: _Optional[_Iterable[float]] = ..., decode_coeffs_s: _Optional[_Iterable[float]] = ..., kv_capacity_bytes: _Optional[int] = ..., kv_bytes_per_token: _Optional[int] = ..., weight_bytes: _Optional[int] = ..., swap_bytes_per_s: _Optional[float] = ..., cold_load_bytes_per_s: _Optional[float] = ..., inefficiency: _Optional[float] = ..., source: _Optional[str] = ..., submit_overhead_s: _Optional[float] = ..., delivery_overhead_s: _Optional[float] = ...) -> None: ...
