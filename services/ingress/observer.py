@@ -11,6 +11,7 @@ import contextlib
 from typing import Protocol
 
 from shared.metrics.records import RequestRecord
+from shared.metrics.summary import band_name
 
 
 class RequestObserver(Protocol):
@@ -39,6 +40,7 @@ _LATENCY_BOUNDS_S = [
 _TPOT_BOUNDS_S = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0]
 
 REJECTION_KINDS: tuple[tuple[str, str], ...] = (
+    ("shed", "sheddable_shed"),
     ("ingress at capacity", "ingress_capacity"),
     ("rate limit", "rate_limited"),
     ("serves model", "no_replica"),
@@ -114,6 +116,11 @@ class ServeMetricsObserver:
             "requests rejected at admission (429/503), by reason",
             tag_keys=("slo_class", "reason"),  # type: ignore[arg-type]
         )
+        self._tenant_tokens = metrics.Counter(
+            "slomesh_tenant_tokens_total",
+            "tokens served per tenant and criticality band (kind: input, output)",
+            tag_keys=("tenant", "band", "kind"),  # type: ignore[arg-type]
+        )
         self._targets: dict[tuple[str, str], float] = {}
         """(gauge, class) -> SLO target, re-set every 5 s: Ray's exporter drops a gauge not set
         for ~20 s, and an idle class's target must stay on the dashboard."""
@@ -138,6 +145,9 @@ class ServeMetricsObserver:
         self._requests.inc(tags=tags)
         if record.output_tokens > 0:
             self._tokens.inc(record.output_tokens, tags=tags)
+            who = {"tenant": record.tenant, "band": band_name(record.criticality)}
+            self._tenant_tokens.inc(record.input_tokens, tags={**who, "kind": "input"})
+            self._tenant_tokens.inc(record.output_tokens, tags={**who, "kind": "output"})
 
     def _set_targets(self) -> None:
         for (kind, cls), value in self._targets.items():

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 
 from services.scheduler.core.admission import AdmissionCore
+from shared.metrics.fairness import jain
+from shared.metrics.summary import band_name
 
 REFRESH_S = 5.0
 """How often the gauges are re-set without a dispatch (Ray drops them after ~20 s)."""
@@ -58,6 +60,29 @@ class SchedulerMetrics:
             "queueing-policy events: " + ", ".join(POLICY_EVENTS),
             tag_keys=("event",),
         )
+        self._queue_wait = metrics.Histogram(
+            "slomesh_queue_wait_seconds",
+            "time a request waited in the scheduler's queue before a replica pulled it, by band",
+            [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0],
+            tag_keys=("band",),
+        )
+        self._virtual_tokens = metrics.Gauge(
+            "slomesh_tenant_virtual_tokens",
+            "a tenant's virtual token counter (VTC: weighted tokens charged; fairness picks the "
+            "smallest among tenants with queued work)",
+            tag_keys=("tenant",),
+        )
+        self._charged = metrics.Gauge(
+            "slomesh_tenant_charged_tokens",
+            "tokens dispatched per tenant (input + predicted output, corrected to the actual)",
+            tag_keys=("tenant",),
+        )
+        self._jain = metrics.Gauge(
+            "slomesh_tenant_jain_index",
+            "Jain's index of the weighted tokens dispatched since the last report to the tenants "
+            "with queued work (backlogged tenants' max-min fair shares are equal per weight)",
+        )
+        self._last_charged: dict[str, float] = {}
         self._seen: dict[str, int] = {}
         self._refresher: asyncio.Task[None] | None = None
 
@@ -78,6 +103,7 @@ class SchedulerMetrics:
             for queue in vqs.names():
                 depth = sum(sizes.get(g, 0) for g in vqs.order(queue))
                 self._vq_depth.set(depth, tags={"virtual_queue": queue})
+        self._report_tenants(core)
         stats = getattr(core.policy, "stats", None)
         for event in POLICY_EVENTS if stats is not None else ():
             value = int(getattr(stats, event, 0))
@@ -85,6 +111,28 @@ class SchedulerMetrics:
             self._seen[event] = value
             if delta > 0:  # Ray refuses inc(0): a counter appears with its first event
                 self._policy_events.inc(delta, tags={"event": event})
+
+    def queue_wait(self, criticality: int, seconds: float) -> None:
+        """A queued request was pulled after `seconds` in the queue."""
+        self._queue_wait.observe(seconds, tags={"band": band_name(criticality)})
+
+    def _report_tenants(self, core: AdmissionCore) -> None:
+        """VTC counters and charged tokens per tenant, and Jain's index of the weighted tokens
+        dispatched since the last report among the tenants with queued work."""
+        selector = getattr(core.policy, "selector", None)
+        if selector is None:  # not a queueing policy with tenancy
+            return
+        vtc = selector.vtc
+        for tenant, value in vtc.counters.items():
+            self._virtual_tokens.set(value, tags={"tenant": tenant})
+        shares = []
+        for tenant, charged in vtc.served_tokens.items():
+            self._charged.set(charged, tags={"tenant": tenant})
+            delta = charged - self._last_charged.get(tenant, 0.0)
+            self._last_charged[tenant] = charged
+            if tenant in vtc.active:
+                shares.append(delta / vtc.weight_of(tenant))
+        self._jain.set(jain(shares))
 
     async def _refresh(self, core: AdmissionCore) -> None:
         while True:

@@ -7,6 +7,13 @@ queue: `admit` then answers `queued`, and the request is dispatched later, when 
 (after a report frees room, or on a `tick`). `take_dispatched` hands the shell every placement the
 policy made since the last call, whichever call caused it. A queue longer than `max_queued` is
 answered with a rejection, not a hang.
+
+Bands (issue 18): every rejection carries a short drop reason (DROP_REASONS, the ingress's
+`x-slomesh-drop-reason`). Sheddable requests (criticality < 0) go first under saturation: a
+full queue sheds its newest, least critical sheddable request to make room for a more critical
+arrival; a sheddable arrival counts every queued request of its band or above as ahead of it
+(bands are served first, whatever their deadlines); and queued requests the policy sheds
+(qlm/shedding.py) come back from `take_shed` for the shell to answer at once.
 """
 
 from __future__ import annotations
@@ -17,7 +24,20 @@ from dataclasses import dataclass
 from services.scheduler.core.drain_rate import DrainRate
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
+from services.scheduler.core.ttft_admission import TTFTAdmission
 from shared.domain import Request
+
+DROP_REASONS = (
+    "no-replica",
+    "unavailable",
+    "queue-full",
+    "replicas-full",
+    "deadline-infeasible",
+    "deadline-expired",
+    "sheddable-saturated",
+    "shed-for-critical",
+)
+"""The drop reasons a rejection may carry (AdmitReply.drop_reason)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +49,18 @@ class AdmitDecision:
     policy: str = ""
     queued: bool = False
     """Admitted into the policy's queue; the replica comes with a later dispatch."""
+    drop_reason: str = ""
+    """Why it was rejected, one of DROP_REASONS ("" when admitted)."""
 
 
-class _Rejection:
+class _Rejections:
+    """The policy's rejections, by request id (an arrival's own, or queued requests it shed)."""
+
     def __init__(self) -> None:
-        self.reason: str | None = None
+        self.reasons: dict[str, str] = {}
 
     def reject(self, request: Request, reason: str, now_s: float) -> None:
-        self.reason = reason
+        self.reasons[request.request_id] = reason
 
 
 class AdmissionCore:
@@ -69,6 +93,11 @@ class AdmissionCore:
         self._deadlines: list[float] = []
         """TTFT deadlines of the queued requests, sorted (how many are due before a new one)."""
         self._dispatched: list[tuple[Request, LiveReplica]] = []
+        self._rejections = _Rejections()
+        self._shed: list[tuple[str, str]] = []
+        """Queued requests shed by the policy or for a more critical arrival: (id, reason)."""
+        self.ttft = TTFTAdmission()
+        """The scheduler-side TTFT guard (ttft_admission.py); disabled until configured."""
         self.admitted = 0
         self.rejected = 0
         self.released = 0
@@ -86,44 +115,89 @@ class AdmissionCore:
     def admit(self, request: Request, now_s: float) -> AdmitDecision:
         serving = [r for r in self.replicas.values() if r.serves(request.model)]
         if not serving:
-            return self._reject(f"no replica serves model '{request.model}'", 0.0)
+            return self._reject(f"no replica serves model '{request.model}'", 0.0, "no-replica")
         serving = [r for r in serving if r.healthy]
         if not serving:
             return self._reject(
-                f"unavailable: no healthy replica serves model '{request.model}'", 0.0
+                f"unavailable: no healthy replica serves model '{request.model}'",
+                0.0,
+                "unavailable",
             )
-        if len(self._queued) >= self.max_queued:
+        if len(self._queued) >= self.max_queued and not self._make_room(request):
             return self._reject(
-                f"overloaded: {len(self._queued)} requests queued (max_queued_requests)", 1.0
+                f"overloaded: {len(self._queued)} requests queued (max_queued_requests)",
+                1.0,
+                "sheddable-saturated" if request.sheddable else "queue-full",
             )
         open_ = [r for r in serving if len(r.in_flight) < self.max_in_flight]
         if not open_:
             return self._reject(
                 f"overloaded: all {len(serving)} replicas of '{request.model}' have "
                 f"{self.max_in_flight} requests in flight",
-                retry_after_s=1.0,
+                1.0,
+                "sheddable-saturated" if request.sheddable else "replicas-full",
             )
+        verdict = self.ttft.check(request, open_, now_s)  # off unless configured
+        if verdict.rejected:
+            return self._reject(verdict.reason, verdict.retry_after_s, "deadline-infeasible")
+        open_ = verdict.candidates
         budget_s = min(request.ttft_deadline_abs_s - now_s, self.max_queue_wait_s)
-        ahead = bisect.bisect_right(self._deadlines, request.ttft_deadline_abs_s)
+        if request.sheddable:  # every request of its band or above is served first
+            ahead = sum(r.criticality >= request.criticality for r in self._queued.values())
+        else:
+            ahead = bisect.bisect_right(self._deadlines, request.ttft_deadline_abs_s)
         wait_s = self.drain.expected_wait_s(ahead, now_s) if ahead else None
         if wait_s is not None and wait_s > budget_s:
             return self._reject(
                 f"overloaded: {ahead} requests queued ahead drain in ~{wait_s:.1f} s, "
                 f"more than this request may wait ({max(budget_s, 0.0):.1f} s)",
-                retry_after_s=min(max(1.0, wait_s - budget_s), 30.0),
+                min(max(1.0, wait_s - budget_s), 30.0),
+                "sheddable-saturated" if request.sheddable else "deadline-infeasible",
             )
-        rejection = _Rejection()
         self._enqueue(request)
-        self.policy.on_arrival(request, open_, rejection, now_s)
+        self.policy.on_arrival(request, open_, self._rejections, now_s)
         self._collect(now_s)
-        if rejection.reason is not None:
+        reason = self._rejections.reasons.pop(request.request_id, None)
+        self._take_policy_rejections()
+        if reason is not None:
             self._dequeue(request.request_id)
-            return self._reject(rejection.reason, 1.0)
+            shed = request.sheddable and reason.startswith("shed")
+            return self._reject(
+                reason, 1.0, "sheddable-saturated" if shed else "deadline-infeasible"
+            )
         self.admitted += 1
         chosen = self._owner.get(request.request_id)
         if chosen is None:
             return AdmitDecision(True, None, policy=self.policy_label, queued=True)
         return AdmitDecision(True, chosen, policy=self.policy_label)
+
+    def _make_room(self, request: Request) -> bool:
+        """The queue is full: shed its newest queued request of the least critical band, when
+        that band is sheddable and below `request`'s. True when room was made."""
+        victims = [r for r in self._queued.values() if r.sheddable]
+        if not victims:
+            return False
+        victim = min(victims, key=lambda r: (r.criticality, -r.arrival_s))
+        if victim.criticality >= request.criticality:
+            return False
+        self._dequeue(victim.request_id)
+        self.policy.on_abort(victim.request_id, 0.0)
+        self._shed.append((victim.request_id, "shed: queue full, a more critical request came"))
+        return True
+
+    def _take_policy_rejections(self) -> None:
+        """Queued requests the policy rejected (shed) leave the queue, to be answered at once."""
+        for rid, reason in self._rejections.reasons.items():
+            if self._dequeue(rid) is not None:
+                self._shed.append((rid, reason))
+        self._rejections.reasons.clear()
+
+    def take_shed(self) -> list[tuple[str, str]]:
+        """Queued requests shed since the last call, (id, reason): the shell answers each at once
+        with 429 + Retry-After and the drop reason "shed-for-critical"."""
+        self.rejected += len(self._shed)
+        out, self._shed = self._shed, []
+        return out
 
     def health(self) -> tuple[bool, str]:
         """Whether a new request could be admitted now, and why not."""
@@ -189,6 +263,7 @@ class AdmissionCore:
             if rep.healthy:
                 self.policy.on_step_end(rep, now_s)
         self._collect(now_s)
+        self._take_policy_rejections()
 
     def record_probe(
         self, application: str, answered: bool, now_s: float, failures_to_unhealthy: int = 2
@@ -246,6 +321,8 @@ class AdmissionCore:
                     self._dispatched.append((request, rep))
                     self.drain.record(now_s)
 
-    def _reject(self, reason: str, retry_after_s: float) -> AdmitDecision:
+    def _reject(self, reason: str, retry_after_s: float, drop_reason: str) -> AdmitDecision:
         self.rejected += 1
-        return AdmitDecision(False, None, reason, retry_after_s, self.policy_label)
+        return AdmitDecision(
+            False, None, reason, retry_after_s, self.policy_label, drop_reason=drop_reason
+        )

@@ -67,6 +67,8 @@ class VirtualTokenCounter:
         """Tenants with queued requests -> how many."""
         self._last_left: float = 0.0
         self._open: dict[str, _Charge] = {}
+        self._weights: dict[str, float] = {}
+        """The weight each tenant's last request carried."""
 
     # ---- queue changes --------------------------------------------------------------------
     def enqueued(self, tenant: str) -> None:
@@ -102,8 +104,10 @@ class VirtualTokenCounter:
                 best, best_c = t, c
         return best
 
-    def weight_of(self, tenant: str, request_weight: float = 1.0) -> float:
-        w = self.cfg.weights.get(tenant, request_weight)
+    def weight_of(self, tenant: str, request_weight: float | None = None) -> float:
+        """The configured weight, else the request's (the API key's), else the last one seen."""
+        given = request_weight if request_weight is not None else self._weights.get(tenant, 1.0)
+        w = self.cfg.weights.get(tenant, given)
         return w if w > 0 else 1.0
 
     # ---- charges --------------------------------------------------------------------------
@@ -117,6 +121,7 @@ class VirtualTokenCounter:
     ) -> float:
         """Charge a dispatched request: input + predicted output tokens. Returns the charge."""
         w = self.weight_of(tenant, request_weight)
+        self._weights[tenant] = w
         cost = (
             self.cfg.input_token_weight * input_tokens
             + self.cfg.output_token_weight * predicted_output_tokens
