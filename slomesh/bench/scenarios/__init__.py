@@ -6,6 +6,7 @@ from shared.policy import Registry
 from slomesh.bench.scenarios.others import (
     azure_code,
     azure_conv,
+    scls_e2e,
     scls_static,
     scorpio_bursty,
     scorpio_mixed,
@@ -15,6 +16,7 @@ from slomesh.bench.scenarios.others import (
 from slomesh.bench.scenarios.prefix import shared_prefix
 from slomesh.bench.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
 from slomesh.bench.scenarios.spec import ScenarioSpec
+from slomesh.bench.scenarios.tenants import bands_overload, tenants_light_alone, tenants_skew
 
 SCENARIOS: Registry[ScenarioSpec] = Registry(
     "scenario",
@@ -26,9 +28,13 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "scorpio-mixed": scorpio_mixed,
         "scorpio-bursty": scorpio_bursty,
         "scls-static": scls_static,
+        "scls-e2e": scls_e2e,
         "uellm-odbs": uellm_odbs,
         "azure-conv": azure_conv,
         "azure-code": azure_code,
+        "tenants-skew": tenants_skew,
+        "tenants-light-alone": tenants_light_alone,
+        "bands-overload": bands_overload,
         "shared-prefix": shared_prefix,
     },
 )
