@@ -9,7 +9,8 @@ step. This module turns such a log (and the client's submission times) into prof
 - step time. One continuous-batching iteration (schedule, forward, output build) plus the loop's
   gap to the next one is modelled as (shared/domain/profile.py, SCLS Eq. 4-5 plus attention)
       t = d1·Σctx_dec + d2·n_dec + p1·Σc + p2·n_pre + p5·Σc·(k + c) + f + f_pre·[n_pre > 0]
-  and fitted by non-negative least squares (scipy.optimize.nnls) over the logged steps. The
+  and fitted by non-negative least squares (scipy.optimize.nnls) over the logged steps, refitted
+  once without the 5% of steps that ran slowest against the first fit (host stalls). The
   fixed cost f holds the median inter-step gap of a busy engine; f + f_pre is a prefill step's.
   Mapped onto the profile: d4 = f, p4 = f + f_pre, d3 = p3 = 0 (a mixed step counts min(p4, d4)
   once, which gives back f + f_pre).
@@ -34,6 +35,8 @@ from shared.domain.profile import DecodeCoeffs, PrefillCoeffs
 
 FEATURES = ("decode_ctx", "decode_seqs", "prefill_tokens", "prefill_seqs", "attention", "fixed")
 FEATURES_PREFILL_FIXED = "prefill_fixed"
+TRIM_FRACTION = 0.05
+"""Share of steps with the largest positive residual dropped before the final fit."""
 BUSY_GAP_MAX_S = 0.002
 """Inter-step gaps at most this long count as the busy loop's own overhead (longer: idle)."""
 
@@ -155,6 +158,12 @@ def fit_steps(steps: Sequence[StepRecord]) -> tuple[dict[str, float], float, flo
     y = np.array([s.busy_s for s in steps], dtype=np.float64) + gap
     scale = np.maximum(np.abs(x).max(axis=0), 1e-12)  # condition the columns
     w, _ = nnls(x / scale, y)
+    # one trimmed refit: steps stalled by another process on the host (the slowest
+    # TRIM_FRACTION of residuals) say nothing about the engine's own cost
+    resid = y - (x / scale) @ w
+    keep = resid <= np.quantile(resid, 1.0 - TRIM_FRACTION)
+    if keep.sum() > len(FEATURES) + 1:
+        w, _ = nnls((x / scale)[keep], y[keep])
     w = w / scale
     pred = x @ w
     rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
