@@ -6,6 +6,7 @@
 
 Two phases on the same mesh, the same open-loop Poisson interactive load (streaming chat, SLO
 class --slo-class, seeded):
+0. a --warmup-s run of the same load, not counted (the mesh's first requests are slower);
 1. **alone**: the interactive load only;
 2. **with batch**: a --batch-requests-line JSONL file is uploaded (`POST /v1/files`) and a batch
    created (`POST /v1/batches`, --window) just before the same interactive load starts; after
@@ -55,7 +56,15 @@ _WORDS = [
 class Outcome:
     status: int | None = None
     ttft_s: float | None = None
+    end_s: float | None = None
+    tokens: int = 0
     done: bool = False
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.ttft_s is None or self.end_s is None or self.tokens < 2:
+            return None
+        return (self.end_s - self.ttft_s) / (self.tokens - 1)
 
 
 def _prompt(rng: random.Random) -> str:
@@ -71,6 +80,9 @@ async def _one(c: httpx.AsyncClient, body: dict[str, Any]) -> Outcome:
             async for line in r.aiter_lines():
                 if line.startswith("data:") and o.ttft_s is None and '"content"' in line:
                     o.ttft_s = time.time() - start
+                if line.startswith("data:") and '"usage"' in line and "completion_tokens" in line:
+                    o.tokens = json.loads(line[5:])["usage"]["completion_tokens"]
+                    o.end_s = time.time() - start
                 if line.strip() == "data: [DONE]":
                     o.done = True
     except httpx.HTTPError:
@@ -78,12 +90,14 @@ async def _one(c: httpx.AsyncClient, body: dict[str, Any]) -> Outcome:
     return o
 
 
-async def interactive(c: httpx.AsyncClient, args: argparse.Namespace) -> list[Outcome]:
+async def interactive(
+    c: httpx.AsyncClient, args: argparse.Namespace, seconds: float | None = None
+) -> list[Outcome]:
     rng = random.Random(args.seed)
     t0, t, tasks = time.time(), 0.0, []
     while True:
         t += rng.expovariate(args.rate)
-        if t >= args.seconds:
+        if t >= (args.seconds if seconds is None else seconds):
             break
         await asyncio.sleep(max(0.0, t0 + t - time.time()))
         body = {
@@ -91,6 +105,7 @@ async def interactive(c: httpx.AsyncClient, args: argparse.Namespace) -> list[Ou
             "messages": [{"role": "user", "content": _prompt(rng)}],
             "max_tokens": rng.choice([16, 64, 128]),
             "stream": True,
+            "stream_options": {"include_usage": True},
             "slo": args.slo_class,
         }
         tasks.append(asyncio.create_task(_one(c, body)))
@@ -121,6 +136,7 @@ def summary(outcomes: list[Outcome], ttft_slo_s: float) -> dict[str, Any]:
     admitted = [o for o in outcomes if o.status == 200]
     met = [o for o in admitted if o.done and o.ttft_s is not None and o.ttft_s <= ttft_slo_s]
     ttfts = sorted(o.ttft_s for o in admitted if o.ttft_s is not None)
+    tpots = [t for t in (o.tpot_s for o in admitted) if t is not None]
 
     def q(p: float) -> float | None:
         return round(ttfts[min(len(ttfts) - 1, int(p * len(ttfts)))], 3) if ttfts else None
@@ -131,7 +147,9 @@ def summary(outcomes: list[Outcome], ttft_slo_s: float) -> dict[str, Any]:
         "attainment_admitted_pct": round(100 * len(met) / len(admitted), 1) if admitted else None,
         "attainment_sent_pct": round(100 * len(met) / len(outcomes), 1) if outcomes else None,
         "ttft_p50_s": round(statistics.median(ttfts), 3) if ttfts else None,
+        "ttft_p90_s": q(0.9),
         "ttft_p99_s": q(0.99),
+        "tpot_median_ms": round(1e3 * statistics.median(tpots), 1) if tpots else None,
     }
 
 
@@ -139,6 +157,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     ttft_slo = SLO_TTFT_S[args.slo_class]
     limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
     async with httpx.AsyncClient(base_url=args.host, limits=limits) as c:
+        await interactive(c, args, args.warmup_s)  # warm-up, not counted
+        await asyncio.sleep(args.pause_s)
         alone = summary(await interactive(c, args), ttft_slo)
         await asyncio.sleep(args.pause_s)
         up = await c.post(
@@ -193,7 +213,7 @@ def table(r: dict[str, Any]) -> str:
     b = r["batch"]
     rows = [
         "| phase | interactive sent | admitted | TTFT attainment (admitted) | "
-        "TTFT attainment (sent) | TTFT p50 | TTFT p99 | batch |",
+        "TTFT attainment (sent) | TTFT p50 / p90 / p99 | TPOT median | batch |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, key in (("alone", "alone"), ("with 2,000-request batch", "with_batch")):
@@ -207,7 +227,8 @@ def table(r: dict[str, Any]) -> str:
             )
         rows.append(
             f"| {name} | {s['sent']} | {s['admitted']} | {s['attainment_admitted_pct']}% | "
-            f"{s['attainment_sent_pct']}% | {s['ttft_p50_s']} s | {s['ttft_p99_s']} s | {extra} |"
+            f"{s['attainment_sent_pct']}% | {s['ttft_p50_s']} / {s['ttft_p90_s']} / "
+            f"{s['ttft_p99_s']} s | {s['tpot_median_ms']} ms | {extra} |"
         )
     return "\n".join(rows)
 
@@ -223,6 +244,7 @@ def main() -> int:
     ap.add_argument("--window", default="30m", help="the batch's completion_window")
     ap.add_argument("--batch-timeout-s", type=float, default=1800.0)
     ap.add_argument("--pause-s", type=float, default=5.0, help="idle time between phases")
+    ap.add_argument("--warmup-s", type=float, default=20.0, help="uncounted load first")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the report as JSON")
     args = ap.parse_args()
