@@ -17,6 +17,8 @@ from batch_doubles import batch_jsonl
 from conftest import FakeMesh, build_ingress
 from fastapi.testclient import TestClient
 
+from services.ingress.batch_executor import batch_slo
+
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[openai.OpenAI, Any]]:
@@ -128,3 +130,14 @@ def test_unknown_ids_are_404(setup: tuple[openai.OpenAI, Any]) -> None:
         client.batches.retrieve("batch_nope")
     with pytest.raises(openai.NotFoundError):
         client.files.content("file-nope")
+
+
+@pytest.mark.parametrize(
+    ("left_s", "ttft_s", "e2e_s"),
+    [(86_400.0, 86_400.0, 86_400.0), (3_659.0, 3_600.0, 3_659.0), (42.0, 42.0, 42.0)],
+)
+def test_batch_slo_is_the_window(left_s: float, ttft_s: float, e2e_s: float) -> None:
+    """A batch request's deadline is the batch's expiry; its TTFT deadline is rounded down to
+    a minute so one batch's requests share a QLM partition."""
+    slo = batch_slo(1_000.0 + left_s, 1_000.0)
+    assert (slo.ttft_deadline_s, slo.e2e_deadline_s, slo.class_name) == (ttft_s, e2e_s, "batch")
