@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.scheduler.core.fairness.config import TenancyConfig
 from services.scheduler.core.qlm.groups import GroupingConfig
+from services.scheduler.core.qlm.rwt_error import RWTErrorConfig
 from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
 
 
@@ -67,5 +68,8 @@ class QLMConfig(BaseModel):
     so later arrivals cannot reorder what is scored. None: predictions at arrival only."""
     lengths: Literal["predicted", "true"] = "predicted"
     """Output lengths from the online length predictor, or the true ones (oracle ablation)."""
+    rwt_error: RWTErrorConfig = RWTErrorConfig()
+    """The estimator's recent error (always tracked) and, with widen, a decision quantile widened
+    by it (rwt_error.py)."""
     tenancy: TenancyConfig = TenancyConfig()
     """Bands (strict criticality order), fairness between tenants (VTC) and shedding."""
