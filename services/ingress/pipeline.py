@@ -184,7 +184,10 @@ class Pipeline:
         finally:
             otel_context.detach(token)
         generate = replica_pb2.ReplicaGenerateRequest(
-            meta=meta, prompt=prompt, temperature=body.temperature or 0.0
+            meta=meta,
+            prompt=prompt,
+            temperature=body.temperature or 0.0,
+            ignore_eos=body.ignore_eos,
         )
 
         def open_stream(app: str) -> AsyncIterator[replica_pb2.ReplicaChunk]:

@@ -155,7 +155,10 @@ class ReplicaDeployment:
                 grpc_context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
                 grpc_context.set_details(str(err))
             raise ValueError(str(err)) from None
-        req = request_from_meta(meta, request.simulated_output_tokens or None)
+        # ignore_eos forces the output length to max_tokens (the simulated engine plays it,
+        # vLLM runs with SamplingParams.ignore_eos)
+        forced = request.simulated_output_tokens or (meta.max_tokens if request.ignore_eos else 0)
+        req = request_from_meta(meta, forced or None)
         self._held.add(meta.request_id)
         try:
             # accept marker: an empty first chunk tells the caller this replica has the request

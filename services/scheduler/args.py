@@ -86,6 +86,10 @@ class SchedulerArgs(BaseModel):
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    rwt_log_file: str | None = None
+    """Append one JSON line per scored waiting-time prediction here (qlm: predicted point,
+    quantile and widened waits at admission, the measured wait to dispatch, groups queued);
+    None: no log. `slomesh bench-agree` reads it."""
     profile_files: list[str] = Field(default_factory=list)
     """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
     replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""

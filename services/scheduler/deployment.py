@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+from dataclasses import asdict
 from typing import Any
 
 from ray import serve
@@ -102,7 +104,18 @@ class SchedulerDeployment:
         require_mesh_credential(grpc_context, "scheduler.Report")
         self.core.report(request.meta.request_id, request.output_tokens, time.time())
         self._dispatch()  # also publishes the in-flight gauges (metrics.py)
+        self._write_rwt_log()
         return scheduler_pb2.ReportReply()
+
+    def _write_rwt_log(self) -> None:
+        """Append the waiting-time predictions scored since the last call (args.rwt_log_file)."""
+        tracker = getattr(self.core.policy, "rwt_error", None)
+        if self.args.rwt_log_file is None or tracker is None:
+            return
+        scored = tracker.drain()
+        if scored:
+            with open(self.args.rwt_log_file, "a") as f:
+                f.writelines(json.dumps(asdict(s)) + "\n" for s in scored)
 
     async def _wait_for_pull(self, request_id: str, span: Any) -> AdmitDecision:
         """A queued request waits here until a replica pulls it, its deadline expires (answered

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from shared.policy import UnknownNameError
 from slomesh.cli import (
     bench,
+    bench_agree,
     bench_live,
     bench_mesh,
     bench_solver,
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_mesh.add_parser(sub)
     bench_solver.add_parser(sub)
     bench_live.add_parser(sub)
+    bench_agree.add_parser(sub)
     profile_forward.add_parser(sub)
     profile.add_parser(sub)
     plan.add_parser(sub)

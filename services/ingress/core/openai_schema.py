@@ -3,7 +3,8 @@
 Validation is strict: a field of the wrong JSON type ("max_tokens": "5", "stream": 1) or outside
 its range is a 400 naming the field; unknown fields are ignored, as OpenAI clients send many.
 slomesh extensions: `priority` (vLLM-style, lower first) and `slo` (a class name such as
-"interactive", or an object {ttft_ms, tpot_ms, deadline_ms}). Response and streaming-chunk builders
+"interactive", or an object {ttft_ms, tpot_ms, deadline_ms}); vLLM's `ignore_eos` (bool) forces
+the output length to max_tokens. Response and streaming-chunk builders
 live in `openai_responses` and are re-exported here.
 """
 
@@ -171,6 +172,9 @@ class _Common(BaseModel):
     """End-user id, for logs and abuse tracking."""
     priority: int = 0
     """vLLM-style priority: lower is served first (range checked at admission)."""
+    ignore_eos: bool = False
+    """vLLM extension: keep generating past end-of-sequence until max_tokens (the output length
+    is forced to max_tokens; benchmarks use it to replay exact lengths)."""
     slo: str | SLOObject | None = None
     """slomesh extension: a class name or explicit objectives {ttft_ms, tpot_ms, deadline_ms}."""
 

@@ -70,7 +70,8 @@ class _Stream:
 
     @property
     def remaining_tokens(self) -> int:
-        return self.request.request.max_tokens - len(self.token_ids)
+        # max_tokens, or a forced output length (true_output_tokens) when it is shorter
+        return self.request.request.output_tokens_to_generate - len(self.token_ids)
 
 
 class VLLMEngine:
@@ -229,6 +230,8 @@ class VLLMEngine:
         meta = request_metadata(req.request, self.clock, first_token_emitted=bool(stream.token_ids))
         params = SamplingParams(
             max_tokens=stream.remaining_tokens,
+            # a forced output length (the caller's ignore_eos) runs to max_tokens past EOS
+            ignore_eos=req.request.true_output_tokens is not None,
             temperature=self.config.temperature,
             output_kind=RequestOutputKind.DELTA,
             extra_args={EXTRA_ARGS_KEY: meta},

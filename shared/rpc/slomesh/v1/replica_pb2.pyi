@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReplicaGenerateRequest(_message.Message):
-    __slots__ = ("meta", "prompt", "temperature", "simulated_output_tokens")
+    __slots__ = ("meta", "prompt", "temperature", "simulated_output_tokens", "ignore_eos")
     META_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     SIMULATED_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_EOS_FIELD_NUMBER: _ClassVar[int]
     meta: _common_pb2.RequestMeta
     prompt: str
     temperature: float
     simulated_output_tokens: int
-    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ...) -> None: ...
+    ignore_eos: bool
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ...) -> None: ...
 
 class ReplicaChunk(_message.Message):
     __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "time_unix_s")

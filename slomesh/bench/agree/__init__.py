@@ -1,0 +1,1 @@
+"""`slomesh bench-agree`: one seeded open-loop workload on the live mesh and on the simulator."""
