@@ -173,10 +173,10 @@ def parse_slo_headers(headers: Mapping[str, str]) -> dict[str, float]:
         if canonical not in (TTFT_HEADER, TPOT_HEADER):
             continue
         if canonical in seen and not _same(seen[canonical][1], raw_value):
-            first, value = seen[canonical]
+            first, text = seen[canonical]
             what = "sent twice" if first == name else f"and {first} sent"
             raise bad_request(
-                name, f"{what} with different values: {value.strip()!r}, {raw_value.strip()!r}"
+                name, f"{what} with different values: {text.strip()!r}, {raw_value.strip()!r}"
             )
         seen.setdefault(canonical, (name, raw_value))
     out: dict[str, float] = {}
