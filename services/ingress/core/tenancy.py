@@ -190,6 +190,8 @@ class Tenancy:
     criticality: int
     slo_class: str | None
     """The objective's SLO class (None: the key's or the policy's default)."""
+    fixed_engine_priority: int | None = None
+    """An engine priority set by the caller (the Batch API's lowest), not derived."""
 
     @property
     def sheddable(self) -> bool:
@@ -197,7 +199,9 @@ class Tenancy:
 
     def apply(self, request: Request, class_ttfts_s: list[float]) -> Request:
         """`request` with this band, weight and the engine priority they give."""
-        prio = engine_priority(self.criticality, request.slo, class_ttfts_s)
+        prio = self.fixed_engine_priority
+        if prio is None:
+            prio = engine_priority(self.criticality, request.slo, class_ttfts_s)
         return replace(
             request, criticality=self.criticality, tenant_weight=self.weight, priority=prio
         )
