@@ -5,10 +5,12 @@ on both sides (slomesh/bench/agree/).
 
 Live: for each policy the mesh of deploy/ray/local.yaml starts as `slomesh up --policy P` would
 (replica seats and the scheduler's view of them from --max-num-seqs, the measured profile
-published, the workload's SLO classes configured at the ingress, the scheduler's global-queue
-wait bound lifted to the loosest class's TTFT so only SLOs reject), the client replays the trace,
-the mesh stops. Sim: the same requests, replica count, engine limits and stack on
-`ProfiledSimulator`. Reports and exits 0; it does not assert the targets.
+published, the workload's SLO classes configured at the ingress; the mesh's overload limits --
+proxy queue, ingress concurrency and admission wait, the scheduler's in-flight cap and
+global-queue wait -- lifted above the trace, so only SLOs and the policy reject, as in the
+simulator), the client replays the trace, the mesh stops. Sim: the same requests, replica
+count, engine limits and stack on `ProfiledSimulator`. Reports and exits 0; it does not
+assert the targets.
 """
 
 from __future__ import annotations
@@ -103,8 +105,15 @@ def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) 
             a["vllm"] = {**a["vllm"], "max_num_batched_tokens": args.max_num_batched_tokens}
         elif app["name"] == "ingress":
             a["slo"] = _classes_config(spec)
+            # the mesh's own overload limits (proxy queue, admission wait, in-flight caps) are
+            # lifted above the trace: only SLOs and the policy reject, as in the simulator
+            a["max_ongoing_requests"] = max(64, spec.requests)
+            a["max_queued_at_proxy"] = max(32, spec.requests)
+            a["admit_timeout_s"] = loosest_ms / 1e3
+            a["replica_accept_timeout_s"] = 30.0
         elif app["name"] == "scheduler":
             a["max_queue_wait_ms"] = loosest_ms
+            a["max_in_flight_per_replica"] = max(64, spec.requests)
             if a.get("policy") == "qlm":
                 a["policy_options"] = qlm_options(args, a["policy_options"])
     return config
