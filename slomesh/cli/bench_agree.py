@@ -170,6 +170,9 @@ def _run_live(
         finally:
             mesh.stop()
         scored[policy] = _read_log(log)
+        # each policy's records as soon as they exist (a run cut short keeps what it measured)
+        raw = [asdict(r) for r in records[policy]]
+        (out / f"live-{policy}.json").write_text(json.dumps(raw))
         env[policy] = {"start_s": started, "run_s": wall, "loadavg_before": load0}
         env[policy]["loadavg_after"] = os.getloadavg()
         print(f"# live {policy}: {wall:.0f} s, loadavg {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
