@@ -55,7 +55,12 @@ def tenants_skew() -> ScenarioSpec:
             requests=3000,
         ),
         cluster=_CLUSTER,
-        default_policies=["slomesh", "slomesh-no-fairness", "vllm-fcfs"],
+        default_policies=[
+            "slomesh",
+            "slomesh-no-fairness",
+            "slomesh-queued-no-fairness",
+            "vllm-fcfs",
+        ],
         sweep_rates_rps=[3.5, 7, 10.5, 14, 21],
     )
 

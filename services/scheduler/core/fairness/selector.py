@@ -37,6 +37,20 @@ class GroupSelector:
     def __init__(self, config: TenancyConfig | None = None) -> None:
         self.cfg = config if config is not None else TenancyConfig()
         self.vtc = VirtualTokenCounter(self.cfg.vtc)
+        self._tenants: set[str] = set()
+        self._bands: set[int] = set()
+
+    def contended(self, request: Request) -> bool:
+        """Whether there is a choice for bands or fairness to make: more than one band (bands
+        on) or more than one tenant (fairness on) among the arrivals so far, this one included.
+        QLM's direct dispatch of tight classes (qlm/tight_classes.py) bypasses the virtual
+        queues, so it applies only where this is False: a shared cluster queues every request
+        for bands and fairness to order."""
+        self._tenants.add(request.tenant)
+        self._bands.add(request.criticality)
+        return (self.cfg.bands and len(self._bands) > 1) or (
+            self.cfg.fairness != "off" and len(self._tenants) > 1
+        )
 
     def choose(self, groups: Sequence[G]) -> G | None:
         """The group served next among non-empty `groups` (in virtual-queue order)."""

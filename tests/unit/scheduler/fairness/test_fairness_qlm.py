@@ -152,3 +152,23 @@ def test_qlm_drops_queued_sheddable_work_when_critical_work_is_late(fakes) -> No
     assert all(not r.startswith("c") for r, _, _ in rej.rejected)
     assert p.shedding.from_queue == 3 and p.grouper.group_of("s0") is None
     assert p.selector.vtc.active == ["c"]  # the shed tenant left the active set
+
+
+@pytest.mark.parametrize(
+    ("bands", "fairness", "arrivals", "contended"),
+    [
+        (True, "vtc", [("a", 0), ("a", 0)], False),  # one tenant, one band: nothing to choose
+        (True, "vtc", [("a", 0), ("b", 0)], True),  # two tenants share the band
+        (True, "off", [("a", 0), ("b", 0)], False),
+        (True, "off", [("a", 0), ("a", -1)], True),  # two bands
+        (False, "off", [("a", 0), ("b", -1)], False),
+    ],
+)
+def test_selector_contended_when_bands_or_tenants_differ(
+    bands: bool, fairness: str, arrivals: list[tuple[str, int]], contended: bool
+) -> None:
+    """QLM's direct dispatch of tight classes bypasses the virtual queues: it is skipped once
+    there is a band or tenant choice to make."""
+    sel = GroupSelector(TenancyConfig.model_validate({"bands": bands, "fairness": fairness}))
+    got = [sel.contended(req(f"r{k}", t, criticality=c)) for k, (t, c) in enumerate(arrivals)]
+    assert got == [False, contended]
