@@ -44,7 +44,11 @@ class PoolArgs(BaseModel):
     """Serve application whose AutoscaleSignal the replicas relay."""
 
 
-class _PoolReplica(ReplicaDeployment.func_or_class):  # type: ignore[attr-defined,misc]
+# the replica class under Serve's decorator (typed by mypy as the class itself)
+_Replica: Any = ReplicaDeployment.func_or_class  # type: ignore[attr-defined]
+
+
+class _PoolReplica(_Replica):  # type: ignore[misc]
     def __init__(self, args: dict[str, Any], scheduler_application: str) -> None:
         super().__init__(args)
         self._scheduler_application = scheduler_application
