@@ -7,8 +7,9 @@ service does not import the scheduler).
 The policy runs in Serve's controller and reads the pool replicas' custom autoscaling metrics:
 each replica's `record_autoscaling_stats` asks the scheduler application for the model's
 autoscaling signal (its AutoscaleSignal method, over a Serve handle) and returns it. The
-scheduler sees the pool as one replica (`pooled: true` in its replica list); Serve's router
-spreads the pool's streams over its replicas.
+scheduler sees the pool as one replica (`pooled: true` in its replica list) whose admission limit
+and engine size grow with the replicas that ask for the signal; Serve's router spreads the pool's
+streams over its replicas.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ class _PoolReplica(_Replica):  # type: ignore[misc]
         """Serve's custom-metrics hook: the scheduler's signal for this pool's model."""
         if self._scheduler is None:
             self._scheduler = serve.get_app_handle(self._scheduler_application)
-        signal: dict[str, float] = await self._scheduler.AutoscaleSignal.remote(self.args.model)
+        replica_id = serve.get_replica_context().replica_id.unique_id
+        signal: dict[str, float] = await self._scheduler.AutoscaleSignal.remote(
+            self.args.model, self.args.application, replica_id
+        )
         return signal
 
 

@@ -129,7 +129,7 @@ class AdmissionCore:
                 1.0,
                 "sheddable-saturated" if request.sheddable else "queue-full",
             )
-        open_ = [r for r in serving if len(r.in_flight) < self.max_in_flight]
+        open_ = [r for r in serving if len(r.in_flight) < self.max_in_flight * r.engines]
         if not open_:
             return self._reject(
                 f"overloaded: all {len(serving)} replicas of '{request.model}' have "
@@ -206,7 +206,7 @@ class AdmissionCore:
         healthy = [r for r in self.replicas.values() if r.healthy]
         if not healthy:
             return False, "no replica answers"
-        if all(len(r.in_flight) >= self.max_in_flight for r in healthy):
+        if all(len(r.in_flight) >= self.max_in_flight * r.engines for r in healthy):
             return False, f"every replica has {self.max_in_flight} requests in flight"
         return True, ""
 

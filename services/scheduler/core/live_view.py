@@ -41,6 +41,9 @@ class LiveReplica:
     """When each in-flight or evicted request was placed here (its admission lease starts)."""
     healthy: bool = True
     """False while the replica does not answer Status: nothing is placed or pulled there."""
+    engines: int = 1
+    """Engines behind this application: a replica pool's running replicas (autoscaled by Serve;
+    services/replica/pool.py). Its admission limit is that many times one replica's."""
 
     @property
     def name(self) -> str:

@@ -36,6 +36,9 @@ class SignalConfig(BaseModel):
     """P when `replica_tokens_s` is given (no profile consulted), seconds."""
     startup_overhead_s: float = Field(30.0, ge=0)
     """Start-up of a replica beyond the profile's load time, seconds."""
+    pool_seen_window_s: float = Field(15.0, gt=0)
+    """A pool replica that asked for the signal within this window counts as running (Serve
+    records custom metrics every ~2 s), seconds."""
 
 
 class ScalingSignals:
@@ -43,6 +46,7 @@ class ScalingSignals:
         self.cfg = config if config is not None else SignalConfig()
         self._trackers: dict[str, LoadTracker] = {}
         self._inputs: dict[str, tuple[int, int]] = {}
+        self._seen: dict[str, dict[str, float]] = {}
 
     def _tracker(self, model: str) -> LoadTracker:
         tr = self._trackers.get(model)
@@ -58,6 +62,16 @@ class ScalingSignals:
         self._tracker(request.model).arrival(now_s)
         total, n = self._inputs.get(request.model, (0, 0))
         self._inputs[request.model] = (total + request.input_tokens, n + 1)
+
+    def seen(self, pool: str, replica_id: str, now_s: float) -> int:
+        """Pool replica `replica_id` asked for the signal now; returns how many replicas of
+        `pool` asked within `pool_seen_window_s` (its running replicas, as far as the
+        scheduler knows: a stopped one drops out after the window)."""
+        last = self._seen.setdefault(pool, {})
+        last[replica_id] = now_s
+        for rid in [r for r, t in last.items() if t < now_s - self.cfg.pool_seen_window_s]:
+            del last[rid]
+        return len(last)
 
     def finished(self, model: str, output_tokens: int) -> None:
         if output_tokens > 0:

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from services.scheduler.autoscale_hook import ServeScalingPolicy, latest_metrics
+from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.autoscale.live import ScalingSignals, SignalConfig
 from services.scheduler.core.autoscale.signal import ModelLoad, QueuedWork, predicted_attainment
 from services.scheduler.core.autoscale.wire import QUEUE_BUCKETS, decode, encode
+from services.scheduler.core.live_view import LiveReplica
+from services.scheduler.core.policies import create_global_policy
 from shared.domain import SLO, Request
 
 
@@ -116,3 +119,21 @@ def test_scaling_signals_build_the_model_load() -> None:
     assert load.ongoing_requests == 5.0
     assert [q.slack_s for q in load.queue] == [10.0, 18.0]
     assert (load.replica_tokens_s, load.prefill_s) == (500.0, 0.1)
+
+
+@pytest.mark.parametrize(("engines", "admitted"), [(1, 2), (3, 6)])
+def test_a_pool_admits_per_engine(engines: int, admitted: int) -> None:
+    pool = LiveReplica("pool", "A100-80GB", "m", None, engines=engines)
+    core = AdmissionCore([pool], create_global_policy("round-robin", {}), "rr", max_in_flight=2)
+    got = [core.admit(_request(f"r{k}", 0.0), 0.0).admitted for k in range(8)]
+    assert got.count(True) == admitted and got[admitted:] == [False] * (8 - admitted)
+    assert core.health()[0] is False
+
+
+def test_pool_replicas_seen_within_the_window() -> None:
+    sig = ScalingSignals(SignalConfig(pool_seen_window_s=10.0))
+    assert sig.seen("pool", "a", 0.0) == 1
+    assert sig.seen("pool", "b", 5.0) == 2
+    assert sig.seen("pool", "a", 8.0) == 2
+    assert sig.seen("other", "a", 8.0) == 1
+    assert sig.seen("pool", "a", 16.0) == 1  # b last seen at 5 s: stopped
