@@ -145,7 +145,10 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     replicas = [a for a in config["applications"] if a["name"].startswith("replica-")]
     model = replicas[0]["args"]["model"]
     kwargs = engine_kwargs(replicas[0]["args"]["vllm"])
-    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # as slomesh's replicas (multiprocessing off)
+    # as in slomesh's replicas: multiprocessing off, and one OpenMP thread (Ray gives its 1-CPU
+    # actors OMP_NUM_THREADS=1; with one thread per core vLLM's spinning OpenMP workers thrash
+    # on a busy 2-core machine: 138 ms/token measured under load average 20)
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
     traces = (out_dir / "traces-slomesh.jsonl").resolve()
     traces.unlink(missing_ok=True)
     cfg_path = out_dir / "slomesh.yaml"
