@@ -19,6 +19,7 @@ from ray.serve import Application
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
 from services.replica.sim_engine import AsyncSimEngine
+from services.replica.streaming import coalesced
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
@@ -75,6 +76,10 @@ class ReplicaArgs(BaseModel):
     """Span export."""
     limits: ReplicaLimits = ReplicaLimits()
     """Request limits enforced here as at the ingress (services/replica/limits.py)."""
+    stream_interval_ms: float = Field(10.0, ge=0.0)
+    """Tokens after the first go out coalesced, at most one message per this many ms per
+    stream (the first token and the end at once; services/replica/streaming.py). 0: one
+    message per engine output the consumer is ready for."""
     max_ongoing_requests: int = Field(1024, ge=1)
     """Serve's admission limit for this replica (never Serve's default of 5)."""
 
@@ -179,7 +184,8 @@ class ReplicaDeployment:
             n = 0
             t0 = time.monotonic()
             first = t0
-            async for chunk in self.engine.generate(EngineRequest(req, prompt=prompt)):
+            outputs = self.engine.generate(EngineRequest(req, prompt=prompt))
+            async for chunk in coalesced(outputs, self.args.stream_interval_ms / 1e3):
                 if n == 0 and chunk.num_output_tokens > 0:
                     first = time.monotonic()
                     span.add_event("first_token")

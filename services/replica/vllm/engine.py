@@ -29,7 +29,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.replica.engine import Engine, EngineRequest, FinishReason, TokenChunk
+from services.replica.engine import (
+    Engine,
+    EngineRequest,
+    FinishReason,
+    TokenChunk,
+    coalesce,
+)
 from services.replica.vllm.config import VLLMEngineConfig
 from services.replica.vllm.slo_metadata import (
     ASYNC_SCHEDULER_CLS,
@@ -116,11 +122,24 @@ class VLLMEngine:
         try:
             self._submit(stream)
             while not finished:
+                # what is ready goes out as one chunk (coalesced per wake-up), an error after it
+                ready: list[TokenChunk] = []
+                failure: BaseException | None = None
                 item = await stream.queue.get()
-                if isinstance(item, BaseException):
-                    raise item
-                finished = item.finished
-                yield item
+                while True:
+                    if isinstance(item, BaseException):
+                        failure = item
+                        break
+                    ready.append(item)
+                    if stream.queue.empty():
+                        break
+                    item = stream.queue.get_nowait()
+                if ready:
+                    chunk = coalesce(ready)
+                    finished = chunk.finished
+                    yield chunk
+                if failure is not None:
+                    raise failure
         finally:
             self._streams.pop(rid, None)
             self._evicted.pop(rid, None)
