@@ -24,6 +24,7 @@ from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
 from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
+from services.ingress.core.prompt_prefix import with_prompt_prefix
 from services.ingress.core.rate_limit import TokenRateLimiter
 from services.ingress.core.request_meta import (
     ModelInfo,
@@ -155,6 +156,7 @@ class Pipeline:
                 arrival_s=time.time(),
                 config=self.args.admission,
             )
+            req = with_prompt_prefix(req, prompt, self._tokenizers.get(body.model))
             self._charge_rate_limit(principal, req)
             meta = request_to_meta(req)
             span.set_attribute("slomesh.request_id", req.request_id)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 
 from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.prefix_metrics import PrefixMetrics
 from shared.metrics.fairness import jain
 from shared.metrics.summary import band_name
 
@@ -82,6 +83,8 @@ class SchedulerMetrics:
             "Jain's index of the weighted tokens dispatched since the last report to the tenants "
             "with queued work (backlogged tenants' max-min fair shares are equal per weight)",
         )
+        self._prefix = PrefixMetrics()
+        """Prefix hit rate, tokens and pins from the policy's prefix index (issue 18)."""
         self._last_charged: dict[str, float] = {}
         self._seen: dict[str, int] = {}
         self._refresher: asyncio.Task[None] | None = None
@@ -104,6 +107,7 @@ class SchedulerMetrics:
                 depth = sum(sizes.get(g, 0) for g in vqs.order(queue))
                 self._vq_depth.set(depth, tags={"virtual_queue": queue})
         self._report_tenants(core)
+        self._prefix.report(core.policy)
         stats = getattr(core.policy, "stats", None)
         for event in POLICY_EVENTS if stats is not None else ():
             value = int(getattr(stats, event, 0))

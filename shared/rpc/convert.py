@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from shared.domain import SLO, Request
+from shared.domain.prefix import PromptPrefix
 from shared.rpc.slomesh.v1 import common_pb2
+
+_U64 = (1 << 64) - 1
+"""Block hashes travel as uint64 (Python's hash() is signed)."""
 
 
 def slo_to_msg(slo: SLO) -> common_pb2.Slo:
@@ -37,6 +41,8 @@ def request_to_meta(r: Request) -> common_pb2.RequestMeta:
         arrival_unix_s=r.arrival_s,
         criticality=r.criticality,
         tenant_weight=r.tenant_weight,
+        prefix_block_hashes=[h & _U64 for h in r.prefix.block_hashes] if r.prefix else [],
+        prefix_block_size_tokens=r.prefix.block_size_tokens if r.prefix else 0,
     )
 
 
@@ -56,4 +62,9 @@ def request_from_meta(
         priority=meta.priority,
         criticality=meta.criticality,
         tenant_weight=meta.tenant_weight if meta.tenant_weight > 0 else 1.0,
+        prefix=(
+            PromptPrefix(meta.prefix_block_size_tokens, tuple(meta.prefix_block_hashes))
+            if meta.prefix_block_hashes and meta.prefix_block_size_tokens > 0
+            else None
+        ),
     )
