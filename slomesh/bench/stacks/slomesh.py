@@ -7,6 +7,8 @@ engines the best batching is SCLS's (DP batching, max-min offloading, slices): `
 Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable;
 `slomesh-no-prefix` drops prefix-cache-aware placement (issue 18, services/scheduler/core/
 prefix_affinity.py).
+`slomesh-queued-tight` and `slomesh-evict-blind` undo the two flagship refinements of issue 15
+(direct dispatch of tight classes, cost-aware eviction: FLAGSHIP_QLM_OPTIONS).
 `slomesh-true-lengths` feeds QLM the true output lengths instead of the length predictor's, so
 the attainment lost to prediction error is measurable (SCORPIO's guards use no output lengths).
 """
@@ -17,10 +19,21 @@ from shared.domain.scorpio import ScorpioConfig
 from slomesh.bench.stacks.base import StackConfig
 from slomesh.bench.stacks.batching import SCLS
 
+FLAGSHIP_QLM_OPTIONS: dict[str, object] = {
+    "tight": {"direct_max_ttft_s": 30.0},
+    "eviction": {"weigh_cost": True},
+}
+"""QLM options of the flagship (issue 15, services/scheduler/core/qlm/tight_classes.py): classes
+with a TTFT SLO of at most 30 s (SCORPIO's tight/chat/relaxed, QLM's interactive) skip the
+virtual queues and go straight to the least-loaded engine's EDF queue, where SCORPIO's guards
+order and reject them; batch classes stay in QLM's queues (swaps, balancing). Eviction goes ahead
+only when the victims' re-prefill costs less than the wait it saves."""
+
 SLOMESH_NO_PREFIX = StackConfig(
     name="slomesh-no-prefix",
     description="slomesh without prefix-cache-aware placement (the engines still cache prefixes)",
     policy="qlm",
+    policy_options=FLAGSHIP_QLM_OPTIONS,
     queue_policy="edf",
     preemption_mode="auto",
     scorpio=ScorpioConfig(),
@@ -40,8 +53,23 @@ SLOMESH_STACKS: list[StackConfig] = [
         policy_options={"lengths": "true"},
     ),
     SLOMESH_NO_PREFIX,
-    SLOMESH_NO_PREFIX.variant(
-        "slomesh-no-qlm", "slomesh without QLM (least-loaded routing)", policy="least-loaded"
+    StackConfig(
+        name="slomesh-no-qlm",
+        description="slomesh without QLM (least-loaded routing)",
+        policy="least-loaded",
+        queue_policy="edf",
+        preemption_mode="auto",
+        scorpio=ScorpioConfig(),
+    ),
+    SLOMESH.variant(
+        "slomesh-queued-tight",
+        "slomesh with every class in QLM's virtual queues (no direct dispatch of tight classes)",
+        policy_options={"tight": {"direct_max_ttft_s": None}},
+    ),
+    SLOMESH.variant(
+        "slomesh-evict-blind",
+        "slomesh evicting whenever the head is urgent, whatever the re-prefill costs (the paper)",
+        policy_options={"eviction": {"weigh_cost": False}},
     ),
     SLOMESH.variant("slomesh-no-scorpio", "slomesh without SCORPIO's guards (= qlm)", scorpio=None),
     SLOMESH.variant(
