@@ -6,9 +6,10 @@ Retry-After with the drop reason "sheddable-saturated" or "shed-for-critical"):
     the global queue (the engines' pull windows are full, and bands serve that work first), or
     when the shortest predicted backlog of the instances serving its model exceeds
     `shed_backlog_factor` x its TTFT SLO;
-  - when the RWT estimator predicts a group late, every queued sheddable request is dropped if
-    a late group is standard or critical (their capacity comes first); if only sheddable groups
-    are late, those groups are dropped (they would miss anyway).
+  - when a standard or critical arrival stays queued (the engines' windows are full), or the RWT
+    estimator predicts a standard or critical group late, every queued sheddable request is
+    dropped (bands would serve it only after that work); if only sheddable groups are predicted
+    late, those groups are dropped (they would miss anyway).
 """
 
 from __future__ import annotations
