@@ -22,7 +22,7 @@ as capacity returned to everyone queued, not only as this request's shorter TTFT
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +52,11 @@ class PrefixAffinityConfig(BaseModel):
     than this (seconds of prefill); otherwise nothing is pinned."""
     block_size_tokens: int = Field(DEFAULT_BLOCK_SIZE_TOKENS, ge=1)
     """Tokens per KV block, for each replica's index capacity (KV capacity tokens / this)."""
+    fallback_prefill_tokens_s: float = Field(2000.0, gt=0)
+    """Prefill rate (prompt tokens/s) assumed for a replica without a hardware profile (a live
+    CPU replica of a model outside the catalogue): T_prefill(1, L) = L / this."""
+    fallback_kv_capacity_tokens: int = Field(262144, ge=0)
+    """KV capacity assumed for the index of a replica without a hardware profile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +71,29 @@ class ReplicaScore:
     score: float
 
 
-def queue_delay_s(inst: InstanceHandle, model: str) -> float:
+PrefillTime = Callable[[int], float]
+"""Seconds to prefill this many prompt tokens alone on a replica."""
+
+
+def prefill_model(inst: InstanceHandle, model: str, cfg: PrefixAffinityConfig) -> PrefillTime:
+    """T_prefill(1, L) from `inst`'s profile, else L at the fallback rate."""
+    try:
+        prof = inst.profile(model)
+    except ValueError:  # a live replica without a profile
+        return lambda n: n / cfg.fallback_prefill_tokens_s if n > 0 else 0.0
+    return lambda n: prof.prefill_time_s(1, n) if n > 0 else 0.0
+
+
+def kv_capacity_tokens(inst: InstanceHandle, model: str, cfg: PrefixAffinityConfig) -> int:
+    try:
+        return inst.profile(model).kv_capacity_tokens
+    except ValueError:
+        return cfg.fallback_kv_capacity_tokens
+
+
+def queue_delay_s(inst: InstanceHandle, model: str, prefill: PrefillTime) -> float:
     """Work ahead of a new request in `inst`'s engine: its pending prefill plus a model load."""
-    prof = inst.profile(model)
-    pending = inst.status().pending_prefill_tokens
-    delay = prof.prefill_time_s(1, pending) if pending > 0 else 0.0
-    return delay + inst.load_time_s(model)
+    return prefill(inst.status().pending_prefill_tokens) + inst.load_time_s(model)
 
 
 class PrefixAffinity:
@@ -90,11 +112,11 @@ class PrefixAffinity:
         out = []
         for inst in eligible:
             self._known(inst, request.model)
-            prof = inst.profile(request.model)
+            prefill = prefill_model(inst, request.model, self.cfg)
             cached = self.index.cached_tokens(inst.name, request)
-            full = prof.prefill_time_s(1, request.input_tokens)
-            own = prof.prefill_time_s(1, request.input_tokens - cached)
-            ttft = queue_delay_s(inst, request.model) + own
+            full = prefill(request.input_tokens)
+            own = prefill(request.input_tokens - cached)
+            ttft = queue_delay_s(inst, request.model, prefill) + own
             saved = full - own
             out.append(
                 ReplicaScore(
@@ -136,5 +158,5 @@ class PrefixAffinity:
 
     def _known(self, inst: InstanceHandle, model: str) -> None:
         if inst.name not in self.index.replicas():
-            cap = inst.profile(model).kv_capacity_tokens // self.cfg.block_size_tokens
+            cap = kv_capacity_tokens(inst, model, self.cfg) // self.cfg.block_size_tokens
             self.index.set_capacity(inst.name, cap)

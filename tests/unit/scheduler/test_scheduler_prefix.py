@@ -184,3 +184,20 @@ def test_scheduler_prefix_only_keeps_a_conversation_on_one_replica(fakes):
         policy.on_arrival(req(f"t{turn}", history), insts, fakes.rejector(), float(turn))
     holders = [i.name for i in insts if i.submitted]
     assert len(holders) == 1
+
+
+def test_scheduler_prefix_placement_without_a_hardware_profile(fakes):
+    """A live replica of a model outside the catalogue has no profile: fallback rates apply."""
+
+    class NoProfile(type(fakes.instance("x"))):
+        def profile(self, model):
+            raise ValueError("no hardware profile")
+
+    insts = [NoProfile(f"i{k}") for k in range(2)]
+    aff = affinity(fallback_prefill_tokens_s=1000.0)
+    warm(aff, insts[1], LONG)
+    scores = {s.replica: s for s in aff.scores(req("r", [*LONG, 999]), insts, 0.0)}
+    assert scores["i1"].saved_s == pytest.approx(3200 / 1000.0)
+    assert aff.choose(req("r", [*LONG, 999]), insts, 0.0) == "i1"
+    router = ROUTERS.create("prefix-only")
+    assert router.choose(req("r", LONG), insts, 0.0).name == "i0"

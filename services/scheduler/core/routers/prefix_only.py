@@ -14,6 +14,9 @@ from services.scheduler.core.routers.base import Router
 from shared.domain import Request
 from shared.domain.prefix import DEFAULT_BLOCK_SIZE_TOKENS
 
+FALLBACK_KV_CAPACITY_TOKENS = 262144
+"""Index capacity of a replica without a hardware profile (KV tokens)."""
+
 
 class PrefixOnlyRouter(Router):
     name = "prefix-only"
@@ -27,7 +30,11 @@ class PrefixOnlyRouter(Router):
     ) -> InstanceHandle:
         for inst in eligible:
             if inst.name not in self.index.replicas():
-                cap = inst.profile(request.model).kv_capacity_tokens // self.block_size_tokens
+                try:
+                    kv = inst.profile(request.model).kv_capacity_tokens
+                except ValueError:  # a live replica without a profile
+                    kv = FALLBACK_KV_CAPACITY_TOKENS
+                cap = kv // self.block_size_tokens
                 self.index.set_capacity(inst.name, cap)
 
         def key(inst: InstanceHandle) -> tuple[int, int]:
