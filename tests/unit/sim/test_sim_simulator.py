@@ -51,6 +51,9 @@ SLOMESH_STACKS = [
     "slomesh-static",
     "slomesh-true-lengths",
     "slomesh-no-prefix",
+    "slomesh-no-fairness",
+    "slomesh-queued-no-fairness",
+    "slomesh-no-bands",
 ]
 
 
