@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.ingress.core.errors import bad_request, overloaded
+from shared.domain import Request
 
 
 @dataclass(slots=True)
@@ -45,12 +46,13 @@ class TokenRateLimiter:
             return 0.0
         return (tokens - b.tokens) / rate
 
-    def admit(self, tenant: str, per_minute: int | None, tokens: int, now_s: float) -> None:
-        """Charge a request of `tokens` (prompt + max_tokens) to `tenant`'s limit: APIError 429
-        + Retry-After (drop reason "rate-limited") when it must wait, 400 when it can never
-        fit; nothing when the tenant has no limit."""
+    def admit(self, per_minute: int | None, request: Request, now_s: float) -> None:
+        """Charge `request` (prompt + max_tokens) to its tenant's limit: APIError 429 +
+        Retry-After (drop reason "rate-limited") when it must wait, 400 when it can never fit;
+        nothing when the tenant has no limit."""
         if per_minute is None:
             return
+        tenant, tokens = request.tenant, request.input_tokens + request.max_tokens
         try:
             wait_s = self.charge(tenant, tokens, per_minute, now_s)
         except ValueError as err:
