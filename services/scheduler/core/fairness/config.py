@@ -28,6 +28,10 @@ class TenancyConfig(BaseModel):
     rejected at once when more critical work waits in the global queue or the queue ahead
     cannot drain within its TTFT SLO, and queued sheddable requests are dropped (answered at
     once) when more critical work is predicted late."""
+    expire_late: bool = True
+    """With several tenants or bands: a queued request whose TTFT deadline has passed is
+    answered (rejected) instead of served late, as the live admission core does
+    (`expire_queued`), so late work does not take capacity from work still in time."""
     shed_backlog_factor: float = Field(1.0, gt=0)
     """A sheddable arrival is rejected when the shortest predicted backlog of the replicas
     serving its model exceeds this multiple of its TTFT SLO."""

@@ -48,6 +48,11 @@ class GroupSelector:
         for bands and fairness to order."""
         self._tenants.add(request.tenant)
         self._bands.add(request.criticality)
+        return self.is_contended
+
+    @property
+    def is_contended(self) -> bool:
+        """`contended` without counting a new arrival."""
         return (self.cfg.bands and len(self._bands) > 1) or (
             self.cfg.fairness != "off" and len(self._tenants) > 1
         )

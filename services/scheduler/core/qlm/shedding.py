@@ -42,6 +42,7 @@ class Shedding:
         self._drop = drop
         self.at_arrival = 0
         self.from_queue = 0
+        self.expired = 0
 
     def reject_at_arrival(self, request: Request, rejector: Rejector, now_s: float) -> bool:
         """Shed `request` now if it is sheddable and the system saturated; True if shed."""
@@ -89,6 +90,26 @@ class Shedding:
                 f"{SHED_FROM_QUEUE} (criticality {request.criticality}) for more critical "
                 "work predicted late",
                 now_s,
+            )
+
+    def expire_late(self, rejector: Rejector | None, now_s: float) -> None:
+        """With tenancy contended (fairness/config.py, `expire_late`): queued requests whose TTFT
+        deadline has passed leave the queue answered (rejected) instead of being served late,
+        as the live admission core answers them (AdmissionCore.expire_queued). Members of a
+        group share their TTFT SLO and are FCFS, so the late ones are at each group's head."""
+        if not self.cfg.expire_late or rejector is None:
+            return
+        late: list[Request] = []
+        for g in self.grouper.groups():
+            for request, _ in g.queue:
+                if request.ttft_deadline_abs_s > now_s:
+                    break
+                late.append(request)
+        for request in late:
+            self._drop(request.request_id)
+            self.expired += 1
+            rejector.reject(
+                request, "overloaded: TTFT deadline cannot be met from the queue", now_s
             )
 
     def _group(self, group_id: str) -> RequestGroup | None:

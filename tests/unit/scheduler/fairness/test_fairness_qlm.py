@@ -172,3 +172,21 @@ def test_selector_contended_when_bands_or_tenants_differ(
     sel = GroupSelector(TenancyConfig.model_validate({"bands": bands, "fairness": fairness}))
     got = [sel.contended(req(f"r{k}", t, criticality=c)) for k, (t, c) in enumerate(arrivals)]
     assert got == [False, contended]
+
+
+@pytest.mark.parametrize(("tenants", "expired"), [(("a", "b"), ["x0", "x1"]), (("a", "a"), [])])
+def test_qlm_expires_late_queued_work_when_tenants_share(
+    fakes, tenants: tuple[str, str], expired: list[str]
+) -> None:
+    """With several tenants a request that can no longer start in time is answered, not served
+    late (as the live admission core does); one tenant keeps QLM's own behaviour."""
+    p = policy()
+    inst = fakes.instance("i0", waiting=4)
+    rej = fakes.rejector()
+    for k, t in enumerate(tenants):
+        p.on_arrival(req(f"x{k}", t, 0.0, slo=SLO5), [inst], rej, 0.0)
+    p.on_step_end(inst, 4.0)  # before the deadline: nothing expires
+    assert rej.rejected == []
+    p.on_step_end(inst, 5.5)
+    assert [r for r, _, _ in rej.rejected] == expired
+    assert all("cannot be met from the queue" in reason for _, reason, _ in rej.rejected)
