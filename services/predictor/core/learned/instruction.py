@@ -59,21 +59,30 @@ _WORD_NUMBERS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "fifteen": 15, "twenty": 20,
 }  # fmt: skip
-_N = r"(\d{1,5}|" + "|".join(_WORD_NUMBERS) + r")"
-_UNIT_TOKENS: tuple[tuple[re.Pattern[str], float], ...] = (
-    (re.compile(_N + r"[- ](?:\w+[- ])?words?\b"), 1.3),
-    (re.compile(_N + r"[- ](?:\w+[- ])?sentences?\b"), 22.0),
-    (re.compile(_N + r"[- ](?:\w+[- ])?(?:paragraphs?|stanzas?|verses?)\b"), 110.0),
-    (re.compile(_N + r"[- ](?:\w+[- ])?(?:lines?|bullets?|bullet points?)\b"), 14.0),
-    (
-        re.compile(
-            _N + r"[- ](?:\w+[- ])?(?:items?|examples?|ideas?|tips?|ways?|reasons?|steps?"
-            r"|questions?|names?|titles?|things?|facts?|points?|options?|suggestions?)\b"
-        ),
-        30.0,
+_UNITS: tuple[tuple[str, float], ...] = (
+    ("word", 1.3),
+    ("sentence", 22.0),
+    ("paragraph", 110.0),
+    ("stanza", 110.0),
+    ("verse", 110.0),
+    ("line", 14.0),
+    ("bullet", 14.0),
+    *(
+        (unit, 30.0)
+        for unit in (
+            "item", "example", "idea", "tip", "way", "reason", "step", "question", "name",
+            "title", "thing", "fact", "point", "option", "suggestion",
+        )
     ),
-    (re.compile(r"\b(?:list|top|give me|name)\s+" + _N + r"\b"), 30.0),
-)
+)  # fmt: skip
+"""Unit words (singular) of a size request and the tokens each unit stands for."""
+_UNIT_TOKENS = {u: t for u, t in _UNITS} | {u + "s": t for u, t in _UNITS}
+_N = r"(\d{1,5}|" + "|".join(_WORD_NUMBERS) + r")"
+# one pass: a number, then the unit word, or one word (an adjective: "three short paragraphs";
+# a hyphenated "500-word essay") and then the unit word
+_SIZED = re.compile(r"\b" + _N + r"[- ]([a-z]+)(?:[- ]([a-z]+))?")
+_LIST_N = re.compile(r"\b(?:list|top|give me|name)\s+" + _N + r"\b")
+_HAS_NUMBER = re.compile(r"\d|\b(?:" + "|".join(_WORD_NUMBERS) + r")\b")
 
 TASK_NAMES: tuple[str, ...] = tuple(name for name, _ in _TASKS)
 _TASK_RES = tuple(re.compile(p) for _, p in _TASKS)
@@ -100,12 +109,18 @@ def _number(text: str) -> float:
 def requested_tokens(text: str) -> float | None:
     """Output tokens an explicit size request asks for ("in 50 words", "list 10 ideas", "three
     paragraphs"): the largest such request in `text` (lower-case), None when there is none."""
+    if not _HAS_NUMBER.search(text):
+        return None
     best: float | None = None
-    for pattern, per_unit in _UNIT_TOKENS:
-        for m in pattern.finditer(text):
-            n = _number(m.group(1))
-            if 0 < n <= 10_000:
-                best = max(best or 0.0, n * per_unit)
+    for m in _SIZED.finditer(text):
+        per_unit = _UNIT_TOKENS.get(m.group(2)) or _UNIT_TOKENS.get(m.group(3) or "")
+        n = _number(m.group(1))
+        if per_unit is not None and 0 < n <= 10_000:
+            best = max(best or 0.0, n * per_unit)
+    for m in _LIST_N.finditer(text):
+        n = _number(m.group(1))
+        if 0 < n <= 10_000:
+            best = max(best or 0.0, n * 30.0)
     return best
 
 
