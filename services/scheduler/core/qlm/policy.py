@@ -26,7 +26,9 @@ from services.scheduler.core.qlm.length_estimates import LengthEstimator, TrueLe
 from services.scheduler.core.qlm.rwt_accuracy import RWTAccuracy
 from services.scheduler.core.qlm.rwt_error import RWTErrorTracker
 from services.scheduler.core.qlm.serving_operations import Placed, ServingOps
+from services.scheduler.core.qlm.shedding import Shedding
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
+from services.scheduler.core.qlm.tight_classes import choose_direct, is_tight
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
 from shared.domain import Request
 from shared.domain.length_prediction import LengthPredictor
@@ -44,8 +46,6 @@ class QLMStats:
     rebalances: int = 0
     reclusters: int = 0
     instances_lost: int = 0
-    shed_at_arrival: int = 0
-    shed_from_queue: int = 0
 
 
 class QLMPolicy(GlobalPolicy):
@@ -77,6 +77,9 @@ class QLMPolicy(GlobalPolicy):
         """Bands, tenant fairness (VTC counters) and what the counters were charged."""
         self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector)
         self._rejector: Rejector | None = None
+        self.shedding = Shedding(
+            self.cfg.tenancy, self.grouper, self.estimator, self.instances, self._drop_queued
+        )
         self.stats = QLMStats()
         self._pinned: dict[str, str] = {}
         self._rr = 0
@@ -98,24 +101,26 @@ class QLMPolicy(GlobalPolicy):
         if not any(i.serves(request.model) for i in self.instances.values()):
             rejector.reject(request, f"no instance serves model '{request.model}'", now_s)
             return
-        if self._saturated_for_sheddable(request, now_s):
-            self.stats.shed_at_arrival += 1
-            rejector.reject(
-                request,
-                f"shed: sheddable request (criticality {request.criticality}) under saturation: "
-                "more critical work is queued, or the queue ahead cannot drain within its "
-                f"{request.slo.ttft_deadline_s:g}s TTFT SLO",
-                now_s,
-            )
+        if self.shedding.reject_at_arrival(request, rejector, now_s):
             return
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
+        tight = self.cfg.tight
+        contended = self.selector.contended(request)  # tenants or bands to choose between
+        direct = (
+            choose_direct(request, instances, tight.active_model_only)
+            if is_tight(tight, request) and not contended
+            else None
+        )
+        if direct is not None:  # a tight class skips the virtual queues (tight_classes.py)
+            self.ops.place(direct, request, est, now_s)
+            return
         group = self.grouper.assign(request, est, now_s)
         self.selector.queued(request)
         self._place_new_groups(now_s)
         wait = self._predicted_wait(request, group, now_s)
         if wait is not None and wait > request.slo.ttft_deadline_s and not request.sheddable:
-            self._shed_queued(request.criticality, now_s)
+            self.shedding.shed_queued(rejector, now_s)
         if (
             wait is not None
             and wait > request.slo.ttft_deadline_s
@@ -142,17 +147,22 @@ class QLMPolicy(GlobalPolicy):
             ahead = self._groups_ahead(group)
             self.accuracy.predict(request.request_id, point, len(self.grouper), ahead)
             self.accuracy_quantile.predict(request.request_id, wait, len(self.grouper), ahead)
-            self.rwt_error.predict(request.request_id, point, wait, ahead)
+            model_q = self.estimator.request_wait_s(q, group, request.request_id, now_s)
+            self.rwt_error.predict(request.request_id, point, model_q, ahead)  # logs the widened
         if not self.cfg.lso.pull:
             self._push(request, now_s)
         for inst in self.instances.values():
             self._pull(inst, now_s)
+        if not request.sheddable and self.grouper.group_of(request.request_id) is not None:
+            self.shedding.shed_queued(rejector, now_s)  # saturated: more critical work waits
 
     def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
         snap = self.cfg.rwt_snapshot_s
         if snap is not None and now_s >= snap and not self._snapshot_taken:
             self._snapshot_taken = True
             self.snapshot_predictions(now_s)
+        if self.selector.is_contended:  # answer, not serve, what can no longer start in time
+            self.shedding.expire_late(self._rejector, now_s)
         if now_s - self._last_check_s >= self.cfg.check_interval_s:
             self._last_check_s = now_s
             self._periodic(now_s)
@@ -283,11 +293,7 @@ class QLMPolicy(GlobalPolicy):
                 self._place_new_groups(now_s)
         late = set(self.estimator.violating_groups(now_s)) - self._accepted_late
         if late:
-            late_groups = [self.grouper.group(g) for g in late if self._known(g)]
-            if any(g.criticality >= 0 for g in late_groups):
-                self._shed_queued(0, now_s)
-            else:  # only sheddable work is late: it would miss anyway, answer it now
-                self._shed_queued(0, now_s, only=late_groups)
+            self.shedding.on_late(late, self._rejector, now_s)
             self.stats.predicted_violations += 1
             self._replan(now_s)
         elif self.cfg.lso.balance and self._imbalanced(now_s):
@@ -359,43 +365,3 @@ class QLMPolicy(GlobalPolicy):
         self.grouper.remove(request_id)
         if group is not None and group.size == 0:
             self.vqs.remove(group.group_id)
-
-    def _known(self, group_id: str) -> bool:
-        try:
-            self.grouper.group(group_id)
-        except KeyError:
-            return False
-        return True
-
-    def _saturated_for_sheddable(self, request: Request, now_s: float) -> bool:
-        """A sheddable arrival meets saturation: more critical work waits in the global queue
-        (the engines' windows are full, and bands serve that work first), or the shortest
-        predicted backlog of the instances serving its model is over shed_backlog_factor x
-        its TTFT SLO."""
-        ten = self.cfg.tenancy
-        if not (ten.shed and request.sheddable):
-            return False
-        if any(g.size and g.criticality > request.criticality for g in self.grouper.groups()):
-            return True
-        names = [n for n, i in self.instances.items() if i.serves(request.model)]
-        backlog = min(self.estimator.backlog_s(n, now_s) for n in names)
-        return backlog > ten.shed_backlog_factor * request.slo.ttft_deadline_s
-
-    def _shed_queued(
-        self, criticality: int, now_s: float, only: list[RequestGroup] | None = None
-    ) -> None:
-        """Work of band `criticality` (>= 0) is predicted late: every queued sheddable request
-        (of the groups `only`, when given) leaves the queue and is answered at once."""
-        if not self.cfg.tenancy.shed or self._rejector is None or criticality < 0:
-            return
-        groups = self.grouper.groups() if only is None else only
-        victims = [request for g in groups if g.criticality < 0 for request, _ in g.queue]
-        for request in victims:
-            self._drop_queued(request.request_id)
-            self.stats.shed_from_queue += 1
-            self._rejector.reject(
-                request,
-                f"shed: sheddable request (criticality {request.criticality}) dropped from the "
-                "queue for more critical work predicted late",
-                now_s,
-            )
