@@ -15,14 +15,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
-from services.ingress.core.errors import APIError, bad_request, overloaded, server_error
+from services.ingress.core.errors import APIError, overloaded, scheduler_rejection, server_error
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
 from services.ingress.core.prompt_prefix import with_prompt_prefix
 from services.ingress.core.rate_limit import TokenRateLimiter
@@ -33,6 +33,7 @@ from services.ingress.core.request_meta import (
     render_chat,
 )
 from services.ingress.core.slo import resolve_slo
+from services.ingress.core.tenancy import Tenancy, admit_tenancy
 from services.ingress.observer import NullObserver, RequestObserver
 from shared.domain import SLO, Request
 from shared.metrics.records import RequestRecord
@@ -75,6 +76,7 @@ class Pipeline:
         self.admitting = 0
         self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
+        self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
         for m in args.models:
             if m.tokenizer:
                 from transformers import AutoTokenizer
@@ -118,6 +120,7 @@ class Pipeline:
                 f"ingress at capacity: {self.admitting} requests in admission "
                 "(max_admitting_requests)",
                 1.0,
+                drop_reason="ingress-at-capacity",
             )
         root = self._tracer.start_span("request")
         self.admitting += 1
@@ -141,10 +144,20 @@ class Pipeline:
         ctx = trace.set_span_in_context(root)
         with self._tracer.start_as_current_span("admission", context=ctx) as span:
             if batch is None:
-                principal = authenticate(authorization, self.args.api_keys)
-                slo = resolve_slo(body.slo, headers, principal.default_class, self.args.slo)
+                principal, ten = admit_tenancy(
+                    authenticate(authorization, self.args.api_keys),
+                    headers,
+                    body.priority,
+                    self.args.tenancy,
+                    self.admitting,
+                    self.args.max_admitting_requests,
+                )
+                slo = resolve_slo(
+                    body.slo, headers, ten.slo_class or principal.default_class, self.args.slo
+                )
             else:
                 principal, slo = batch.principal, batch.slo
+                ten = Tenancy(principal.tenant, principal.weight, None, 0, None, body.priority)
             prompt = self.render(body) if body.model in self.models else ""
             req = build_request_meta(
                 request_id=batch.request_id if batch else uuid.uuid4().hex[:16],
@@ -156,8 +169,13 @@ class Pipeline:
                 arrival_s=time.time(),
                 config=self.args.admission,
             )
+            req = ten.apply(req, self._class_ttfts)
             req = with_prompt_prefix(req, prompt, self._tokenizers.get(body.model))
-            self._charge_rate_limit(principal, req)
+            try:
+                self._rate_limiter.admit(principal.tokens_per_minute, req, time.monotonic())
+            except APIError:
+                self.observer.rejected(slo.class_name, "rate limited")
+                raise
             meta = request_to_meta(req)
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
@@ -177,8 +195,7 @@ class Pipeline:
             if not reply.admitted:
                 span.set_attribute("slomesh.reject_reason", reply.reason)
                 self.observer.rejected(slo.class_name, reply.reason)
-                status: Literal[429, 503] = 429 if reply.retry_after_s > 0 else 503
-                raise overloaded(reply.reason, max(reply.retry_after_s, 1.0), status=status)
+                raise scheduler_rejection(reply.reason, reply.retry_after_s, reply.drop_reason)
             span.set_attribute("slomesh.replica", reply.replica.application)
         token = otel_context.attach(ctx)  # the replica's `execution` span joins this trace
         try:
@@ -307,23 +324,6 @@ class Pipeline:
                         1.0,
                     ) from None
             await asyncio.sleep(0.5)
-
-    def _charge_rate_limit(self, principal: Principal, req: Request) -> None:
-        """The key's token-rate limit (core/rate_limit.py): 429 + Retry-After when exceeded."""
-        limit = principal.tokens_per_minute
-        if limit is None:
-            return
-        tokens = req.input_tokens + req.max_tokens
-        try:
-            wait_s = self._rate_limiter.charge(principal.tenant, tokens, limit, time.monotonic())
-        except ValueError as err:
-            raise bad_request("max_tokens", str(err), "rate_limit_exceeded") from None
-        if wait_s > 0:
-            self.observer.rejected(req.slo.class_name, "rate limited")
-            raise overloaded(
-                f"rate limit: tenant '{principal.tenant}' may use {limit} tokens per minute",
-                wait_s,
-            )
 
     async def health(self) -> tuple[bool, str]:
         """Whether the mesh can admit a request now: the scheduler answers within the call
