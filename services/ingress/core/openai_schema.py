@@ -2,10 +2,10 @@
 
 Validation is strict: a field of the wrong JSON type ("max_tokens": "5", "stream": 1) or outside
 its range is a 400 naming the field; unknown fields are ignored, as OpenAI clients send many.
-slomesh extensions: `priority` (vLLM-style, lower first) and `slo` (a class name such as
-"interactive", or an object {ttft_ms, tpot_ms, deadline_ms}); vLLM's `ignore_eos` (bool) forces
-the output length to max_tokens. Response and streaming-chunk builders
-live in `openai_responses` and are re-exported here.
+slomesh extensions: `priority` (criticality: higher first, negative sheddable) and `slo` (a
+class name such as "interactive", or an object {ttft_ms, tpot_ms, deadline_ms}); vLLM's
+`ignore_eos` (bool) forces the output length to max_tokens. Response and streaming-chunk
+builders live in `openai_responses` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -171,7 +171,9 @@ class _Common(BaseModel):
     user: str | None = None
     """End-user id, for logs and abuse tracking."""
     priority: int = 0
-    """vLLM-style priority: lower is served first (range checked at admission)."""
+    """Criticality in the gateway convention: higher is more critical, 0 standard, negative
+    sheddable (shed first under load); `x-gateway-inference-objective` overrides it (range
+    checked at admission; the replica's vLLM priority is derived: core/tenancy.py)."""
     ignore_eos: bool = False
     """vLLM extension: keep generating past end-of-sequence until max_tokens (the output length
     is forced to max_tokens; benchmarks use it to replay exact lengths)."""
