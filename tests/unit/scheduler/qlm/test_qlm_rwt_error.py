@@ -29,8 +29,10 @@ def test_empirical_quantile_of_nothing_fails() -> None:
         empirical_quantile([], 0.5)
 
 
-def tracker(**kw: float | int | bool) -> RWTErrorTracker:
-    return RWTErrorTracker(RWTErrorConfig.model_validate({"min_samples": 3, **kw}))
+def tracker(**kw: float | int | bool | str) -> RWTErrorTracker:
+    return RWTErrorTracker(
+        RWTErrorConfig.model_validate({"min_samples": 3, "mode": "additive", **kw})
+    )
 
 
 def feed(t: RWTErrorTracker, pairs: list[tuple[float, float]]) -> None:
@@ -52,6 +54,22 @@ def test_widen_adds_the_recent_residual_quantile(
     pairs: list[tuple[float, float]], point: float, quantile: float, expected: float
 ) -> None:
     t = tracker()
+    feed(t, pairs)
+    assert t.widen(point, quantile) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "point", "quantile", "expected"),
+    [
+        ([(1.0, 2.0), (2.0, 6.0), (4.0, 4.0)], 10.0, 12.0, 30.0),  # waits up to 3x the point
+        ([(2.0, 1.0), (4.0, 2.0), (1.0, 0.5)], 10.0, 12.0, 12.0),  # over-predicts: unchanged
+        ([(0.0, 0.1), (0.0, 0.1), (0.0, 0.1)], 1.0, 0.5, 2.0),  # floor: 0.1 / 0.05 = 2
+    ],
+)
+def test_ratio_mode_scales_the_point_by_the_recent_ratio(
+    pairs: list[tuple[float, float]], point: float, quantile: float, expected: float
+) -> None:
+    t = tracker(mode="ratio")
     feed(t, pairs)
     assert t.widen(point, quantile) == pytest.approx(expected)
 
@@ -98,6 +116,13 @@ def test_non_finite_predictions_fail(point: float, quantile: float) -> None:
         tracker().predict("r", point, quantile, 1)
 
 
-def test_config_rejects_bad_quantile() -> None:
-    with pytest.raises(ValueError, match="quantile"):
-        RWTErrorConfig(quantile=1.0)
+@pytest.mark.parametrize(
+    ("field", "value"), [("quantile", 1.0), ("mode", "multiplicative"), ("ratio_floor_s", 0.0)]
+)
+def test_config_rejects_bad_values(field: str, value: float | str) -> None:
+    with pytest.raises(ValueError, match=field):
+        RWTErrorConfig.model_validate({field: value})
+
+
+def test_default_mode_is_ratio() -> None:
+    assert RWTErrorConfig().mode == "ratio"
