@@ -17,6 +17,7 @@ from slomesh.bench.scenarios.prefix import shared_prefix
 from slomesh.bench.scenarios.qlm import qlm_wa, qlm_wb, qlm_wc
 from slomesh.bench.scenarios.spec import ScenarioSpec
 from slomesh.bench.scenarios.tenants import bands_overload, tenants_light_alone, tenants_skew
+from slomesh.bench.scenarios.uellm import uellm_paper
 
 SCENARIOS: Registry[ScenarioSpec] = Registry(
     "scenario",
@@ -30,6 +31,7 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "scls-static": scls_static,
         "scls-e2e": scls_e2e,
         "uellm-odbs": uellm_odbs,
+        "uellm-paper": uellm_paper,
         "azure-conv": azure_conv,
         "azure-code": azure_code,
         "tenants-skew": tenants_skew,

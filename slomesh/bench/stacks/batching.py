@@ -43,6 +43,12 @@ BATCHING_STACKS: list[StackConfig] = [
     ),
     UELLM,
     UELLM.variant(
+        "slo-odbs-overload",
+        "UELLM SLO-ODBS (derived) that serves savable requests before lost ones and bounds "
+        "batches by memory and padding waste only (issue 15)",
+        policy_options={"odbs_lost_last": True, "odbs_slack_limit": False},
+    ),
+    UELLM.variant(
         "slo-odbs-paper",
         "UELLM SLO-ODBS with the reference code's constants",
         policy_options={"former": "slo-odbs-paper"},

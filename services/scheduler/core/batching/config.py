@@ -31,5 +31,12 @@ class BatchingConfig(BaseModel):
     """Batch size of the FIFO former (the fixed-size baseline)."""
     max_padding_waste: float = Field(0.5, ge=0, le=1)
     """slo-odbs (derived): most decode slots a batch may waste on members that finish early."""
+    odbs_lost_last: bool = False
+    """slo-odbs (derived): walk requests that can still finish in time (alone) first, in SLO
+    order, and the lost ones after them, so under overload lost work does not open the batches
+    that savable work then waits behind (derived_odbs.py)."""
+    odbs_slack_limit: bool = True
+    """slo-odbs (derived): rule (b), a batch may not grow past the smallest remaining slack of
+    its savable members. Off: batches are bounded by memory and padding waste only."""
     lengths: Literal["predicted", "true"] = "predicted"
     """Output lengths the formers see: the online predictor's mean, or the true ones (oracle)."""

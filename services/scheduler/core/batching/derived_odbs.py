@@ -22,6 +22,11 @@ things that constant stands in for can be computed directly from the hardware pr
     on members that have already finished; it must stay <= max_padding_waste. With no slice,
     iters is the longest prediction, so this is 1 − Σ pred_i / ((n+1)·max pred).
 
+Two switches for overload (issue 15, the UELLM Fig. 4 comparison on uellm-paper): lost_last
+walks the requests that can still finish in time alone first and the lost ones after them (a
+lost request at the head of the SLO order otherwise opens a batch that savable ones then wait
+behind), and slack_limit=False drops rule (b), leaving memory and padding waste as the bounds.
+
 The first request of a batch always opens it (alone it is still served, even if it is already
 late or exceeds the memory estimate), so every pool item lands in exactly one batch.
 """
@@ -36,12 +41,20 @@ from services.scheduler.core.batching.slo_odbs import check_slice_iterations, sl
 class DerivedODBSFormer:
     """SLO-ordered greedy batching bounded by memory, deadline slack and padding waste."""
 
-    def __init__(self, max_padding_waste: float = 0.5, slice_iterations: int | None = None) -> None:
+    def __init__(
+        self,
+        max_padding_waste: float = 0.5,
+        slice_iterations: int | None = None,
+        lost_last: bool = False,
+        slack_limit: bool = True,
+    ) -> None:
         if not 0.0 <= max_padding_waste <= 1.0:
             raise ValueError(f"max_padding_waste must be in [0, 1], got {max_padding_waste}")
         check_slice_iterations(slice_iterations)
         self.max_padding_waste = max_padding_waste
         self.slice_iterations = slice_iterations
+        self.lost_last = lost_last
+        self.slack_limit = slack_limit
         self.name = "slo-odbs-derived"
 
     def padding_waste(self, items: list[PoolItem]) -> float:
@@ -60,7 +73,7 @@ class DerivedODBSFormer:
         iters = self._iterations(grown)
         if not estimator.fits(n, padded, iters):
             return False
-        live = [i for i in grown if self._savable(i, estimator, now_s)]
+        live = [i for i in grown if self._savable(i, estimator, now_s)] if self.slack_limit else []
         if live:
             slack = min(i.deadline_abs_s for i in live) - now_s
             if estimator.serve_time_s(n, padded, iters) > slack:
@@ -72,7 +85,12 @@ class DerivedODBSFormer:
     ) -> list[FormedBatch]:
         groups: list[list[PoolItem]] = []
         current: list[PoolItem] = []
-        for q in sorted(pool, key=slo_order):
+        if self.lost_last:  # savable first (SLO order), then the lost ones (SLO order)
+            lost = {q.request_id for q in pool if not self._savable(q, estimator, now_s)}
+            order = sorted(pool, key=lambda q: (q.request_id in lost, *slo_order(q)))
+        else:
+            order = sorted(pool, key=slo_order)
+        for q in order:
             if not current or self.admits(current, q, estimator, now_s):
                 current.append(q)
             else:

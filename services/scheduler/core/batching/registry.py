@@ -31,7 +31,11 @@ BATCH_FORMERS: Registry[FormerFactory] = Registry(
     {
         "scls-dp": _former(lambda c: SCLSDPFormer(c.slice_iterations)),
         "fifo": _former(lambda c: FIFOFormer(c.fifo_batch_size, c.slice_iterations)),
-        "slo-odbs": _former(lambda c: DerivedODBSFormer(c.max_padding_waste, c.slice_iterations)),
+        "slo-odbs": _former(
+            lambda c: DerivedODBSFormer(
+                c.max_padding_waste, c.slice_iterations, c.odbs_lost_last, c.odbs_slack_limit
+            )
+        ),
         "slo-odbs-paper": _former(
             lambda c: SLOODBSFormer(slice_iterations=c.slice_iterations, name="slo-odbs-paper")
         ),
