@@ -1,0 +1,132 @@
+"""Direct dispatch of tight TTFT classes and cost-aware eviction (qlm/tight_classes.py), as pure
+functions (tables) and inside the `qlm` policy on fake instances."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.predictor.core.registry import create_predictor
+from services.scheduler.core.qlm.config import QLMConfig
+from services.scheduler.core.qlm.policy import QLMPolicy
+from services.scheduler.core.qlm.tight_classes import (
+    EvictionCostConfig,
+    TightClassConfig,
+    choose_direct,
+    eviction_pays,
+    is_tight,
+)
+from shared.domain import SLO, Request
+
+TIGHT = SLO(0.5, class_name="tight")
+CHAT = SLO(3.0, class_name="chat")
+BATCH2 = SLO(3600.0, class_name="batch-2")
+
+
+def req(rid: str, slo: SLO = BATCH2, model: str = "m", at: float = 0.0, n_in: int = 100) -> Request:
+    return Request(rid, model, n_in, 64, at, slo, true_output_tokens=32)
+
+
+def policy(**cfg: object) -> QLMPolicy:
+    base: dict[str, object] = {"lengths": "true", "reject_over_slo_factor": None}
+    return QLMPolicy(
+        QLMConfig.model_validate(base | cfg), predictor=create_predictor("online-histogram")
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "slo", "tight"),
+    [(None, TIGHT, False), (1.0, TIGHT, True), (1.0, CHAT, False), (3.0, CHAT, True)],
+)
+def test_is_tight_compares_the_ttft_slo_with_the_limit(limit, slo, tight):
+    assert is_tight(TightClassConfig(direct_max_ttft_s=limit), req("r", slo)) is tight
+
+
+@pytest.mark.parametrize(
+    ("loads", "active_only", "expected"),
+    [
+        # (name, models, active model, waiting, running) -> chosen name
+        ([("a", ("m",), "m", 3, 2), ("b", ("m",), "m", 0, 4)], False, "b"),
+        ([("a", ("m",), "m", 1, 1), ("b", ("m",), "m", 1, 1)], False, "a"),  # ties: first
+        ([("a", ("m", "x"), "x", 0, 0), ("b", ("m",), "m", 5, 5)], False, "b"),  # active first
+        ([("a", ("x",), "x", 0, 0), ("b", ("m",), "m", 9, 9)], False, "b"),  # serves the model
+        ([("a", ("x",), "x", 0, 0)], False, None),
+        ([("a", ("m", "x"), "x", 0, 0)], False, "a"),  # a swap is acceptable...
+        ([("a", ("m", "x"), "x", 0, 0)], True, None),  # ...unless only active models count
+    ],
+)
+def test_choose_direct_prefers_active_model_then_fewest_outstanding(
+    fakes, loads, active_only, expected
+):
+    insts = [
+        fakes.instance(n, models=ms, active_model=act, waiting=w, running=r)
+        for n, ms, act, w, r in loads
+    ]
+    chosen = choose_direct(req("r", TIGHT), insts, active_only)
+    assert (chosen.name if chosen else None) == expected
+
+
+# fake profile at speed 1: T_prefill(1, L) = 1e-4·L + 0.01 s (tests/unit/scheduler/conftest.py)
+@pytest.mark.parametrize(
+    ("cfg", "speed", "head", "victims", "slack", "room_wait", "pays", "why"),
+    [
+        ({}, 1.0, [100], [10_000], 0.1, 5.0, True, "cost not weighed"),
+        ({"weigh_cost": True}, None, [100], [400], 1.0, 5.0, False, "no profile"),
+        # head prefill 0.02 s, victims 0.05 s, saves 4.98 s
+        ({"weigh_cost": True}, 1.0, [100], [400], 1.0, 5.0, True, "pays"),
+        # 100x slower (a CPU): head prefill 2 s > slack 1 s
+        ({"weigh_cost": True}, 0.01, [100], [400], 1.0, 5.0, False, "late anyway"),
+        # head makes it (0.2 s <= 1 s), but re-prefill 5.0 s >= saved 4.8 s
+        ({"weigh_cost": True}, 0.1, [100], [4900], 1.0, 5.0, False, "re-prefill"),
+        ({"weigh_cost": True, "cost_factor": 0.5}, 0.1, [100], [4900], 1.0, 5.0, True, "pays"),
+    ],
+)
+def test_eviction_pays_weighs_reprefill_against_the_saved_wait(
+    fakes, cfg, speed, head, victims, slack, room_wait, pays, why
+):
+    profile = None if speed is None else fakes.profile(speed=speed)
+    v = eviction_pays(EvictionCostConfig(**cfg), profile, head, victims, slack, room_wait)
+    assert v.pays is pays
+    assert why in v.reason
+
+
+def test_tight_request_skips_a_full_window_and_looser_ones_wait(fakes):
+    busy = fakes.instance("i0", waiting=4, running=8)
+    idle = fakes.instance("i1", waiting=4, running=2)
+    p = policy(pull_window_requests=4, tight={"direct_max_ttft_s": 1.0})
+    rej = fakes.rejector()
+    p.on_arrival(req("chat", CHAT), [busy, idle], rej, 0.0)
+    p.on_arrival(req("tight", TIGHT), [busy, idle], rej, 0.0)
+    assert [r.request_id for r in idle.submitted] == ["tight"]  # fewest outstanding
+    assert busy.submitted == []
+    assert len(p.grouper) == 1  # chat stays in the virtual queue behind the full windows
+    assert p.ops.direct_dispatches == 1 and rej.rejected == []
+    p.on_finish(req("tight", TIGHT), "i1", 32, 1.0)
+    assert "tight" not in p.ops.placed["i1"]
+
+
+def _urgent_head_on_full_instance(fakes, p: QLMPolicy, speed: float):
+    inst = fakes.instance("i0", speed=speed)
+    rej = fakes.rejector()
+    for rid, t in [("b2-old", 100.0), ("b2-new", 102.0)]:
+        p.on_arrival(req(rid, BATCH2, at=t, n_in=400), [inst], rej, t)
+    inst.waiting, inst.kv_used_blocks = p.cfg.pull_window_requests, 95  # no room left
+    # 0.1 s of slack left at 103 s; a seat frees up in 0.15 s (speed 1) or 15 s (speed 0.01)
+    p.on_arrival(req("hot", CHAT, at=100.1, n_in=200), [inst], rej, 103.0)
+    return inst
+
+
+@pytest.mark.parametrize(
+    ("weigh", "speed", "evicts"),
+    [
+        (False, 1.0, True),  # the paper: evict whenever the head is urgent
+        (True, 1.0, True),  # GPU-like: prefill 0.03 s, re-prefill 0.05 s, saves 0.12 s
+        (False, 0.01, True),
+        (True, 0.01, False),  # CPU-like: the head's own prefill (3 s) misses its 0.5 s slack
+    ],
+)
+def test_cost_aware_eviction_stops_where_reprefill_is_slow(fakes, weigh, speed, evicts):
+    p = policy(pull_window_requests=2, eviction={"weigh_cost": weigh})
+    inst = _urgent_head_on_full_instance(fakes, p, speed)
+    assert bool(inst.evicted_ids) is evicts
+    assert p.ops.evictions_declined == (0 if evicts else 1)
+    assert ("hot" in [r.request_id for r in inst.submitted]) is evicts
