@@ -53,7 +53,7 @@ class PrefixPinnedPolicy(GlobalPolicy):
         if handle is None or handle._inner is not inst:
             handle = _Recording(inst, self.affinity)
             self._handles[inst.name] = handle
-        return handle  # type: ignore[return-value]
+        return handle
 
     def on_arrival(
         self,
