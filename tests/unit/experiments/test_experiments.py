@@ -15,6 +15,7 @@ from slomesh.bench.scenarios import SCENARIOS
 from slomesh.cli.main import main
 
 NAMES = [
+    "autoscale-diurnal",
     "lengths-prompts",
     "qlm-ablation-wa",
     "qlm-ablation-wb",
@@ -38,6 +39,7 @@ EXPECTED_KEYS: dict[str, set[str]] = {
     "qlm-rwt-live": {"scenario", "rate_rps", "snapshot_s", "arrival", "snapshot"},
     "qlm-delta": {"scenario", "stream_rates_rps", "points"},
     "qlm-solver": {"queues", "models", "rows"},
+    "autoscale-diurnal": {"day", "rows", "fixed_for_peak"},
     "lengths-prompts": {
         "served_model",
         "max_tokens",
