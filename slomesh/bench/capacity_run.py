@@ -1,7 +1,8 @@
 """Running capacity searches on a scenario: one search per (policy, seed), median over seeds.
 
 What makes a 3-seed, 3-policy search take minutes rather than hours:
-- Fewer requests per probe: min(scenario requests, PROBE_REQUESTS = 1000) unless --requests says
+- Fewer requests per probe: min(scenario requests, PROBE_REQUESTS = 1000) unless --requests or
+  the scenario (capacity_probe_requests) says
   otherwise. A shorter run builds a shorter queue past capacity, so capacities from short probes
   lean high; every policy gets the same rule, so ratios between policies hold up better than
   absolute figures.
@@ -76,8 +77,13 @@ class _EarlyStopSimulator(Simulator):
 
 
 def probe_requests(sc: ScenarioSpec, settings: CapacitySettings) -> int:
-    """Requests per probe: the setting, else min(scenario requests, PROBE_REQUESTS)."""
-    return settings.probe_requests or min(sc.workload.requests, PROBE_REQUESTS)
+    """Requests per probe: the setting, else the scenario's capacity_probe_requests, else
+    min(scenario requests, PROBE_REQUESTS)."""
+    return (
+        settings.probe_requests
+        or sc.capacity_probe_requests
+        or min(sc.workload.requests, PROBE_REQUESTS)
+    )
 
 
 def make_probe(

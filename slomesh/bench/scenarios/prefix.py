@@ -10,8 +10,8 @@ Llama-3.1-8B on 4x A100-80GB (vLLM-style engines with automatic prefix caching).
   system prompts of 3,000 tokens.
 Replies follow the Azure conversation trace's output lengths. Prompts are long and replies
 short, so prefill dominates and a turn landing where its history is cached skips most of it.
-Conversations need many requests to reach their later turns: measure capacity with 4,000
-requests per probe (`--requests 4000`; the default 1,000 mostly sees early turns). Not a paper
+Conversations need many requests to reach their later turns, so `--capacity` probes run 4,000
+requests here (capacity_probe_requests; the usual 1,000 mostly sees early turns). Not a paper
 experiment; the peers compared with (Ray Serve LLM, llm-d, SGLang) route on prefix alone.
 """
 
@@ -70,4 +70,5 @@ def shared_prefix() -> ScenarioSpec:
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=4)]),
         default_policies=["slomesh", "slomesh-no-prefix", "prefix-only", "vllm-fcfs"],
         sweep_rates_rps=[4, 8, 12, 16],
+        capacity_probe_requests=4000,
     )

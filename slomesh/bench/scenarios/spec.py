@@ -27,6 +27,10 @@ class ScenarioSpec(BaseModel):
     """Policies compared when --policies is not given."""
     sweep_rates_rps: list[float] = Field(default_factory=list)
     """Suggested rates for --sweep-rates (total requests/s)."""
+    capacity_probe_requests: int | None = Field(None, ge=1)
+    """Requests per `--capacity` probe when --requests is not given (None: min(workload
+    requests, 1,000)); scenarios whose behaviour needs longer runs (conversations reaching
+    their later turns) set more."""
 
     @property
     def default_rate_rps(self) -> float:

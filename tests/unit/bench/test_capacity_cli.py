@@ -104,3 +104,18 @@ def test_table_marks_unbounded_capacity_as_a_lower_bound() -> None:
     table = format_capacity_table([row], 0.9)
     assert ">=64.00" in table and " 8.00 |" in table and ">=8.00" not in table
     assert "lower bound" in table
+
+
+@pytest.mark.parametrize(
+    ("scenario", "setting", "expected"),
+    [
+        ("smoke", None, 500),  # min(scenario's 500, 1,000)
+        ("shared-prefix", None, 4000),  # the scenario asks for longer probes
+        ("shared-prefix", 300, 300),  # --requests wins
+    ],
+)
+def test_probe_requests_follow_setting_then_scenario(scenario, setting, expected) -> None:
+    from slomesh.bench.capacity_run import probe_requests
+
+    sc = SCENARIOS.create(scenario)
+    assert probe_requests(sc, CapacitySettings(probe_requests=setting)) == expected
