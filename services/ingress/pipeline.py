@@ -202,12 +202,8 @@ class Pipeline:
             headers = trace_headers()
         finally:
             otel_context.detach(token)
-        generate = replica_pb2.ReplicaGenerateRequest(
-            meta=meta,
-            prompt=prompt,
-            temperature=body.temperature or 0.0,
-            ignore_eos=body.ignore_eos,
-        )
+        generate = replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=prompt)
+        generate.temperature, generate.ignore_eos = body.temperature or 0.0, body.ignore_eos
 
         def open_stream(app: str) -> AsyncIterator[replica_pb2.ReplicaChunk]:
             return self.client.stream(app, "replica", "Generate", generate, trace_headers=headers)
