@@ -4,9 +4,10 @@ The batch's completion window becomes the request's SLO: its end-to-end deadline
 `expires_at`, and so is its TTFT deadline (rounded down to a whole minute, so the requests of
 one batch share QLM's partition (model, class, TTFT) and form request groups together), in the
 SLO class `batch`. With the longest deadlines in the mesh, QLM places their groups behind
-every interactive group in the virtual queues; the replicas see the lowest vLLM priority
-(`BatchConfig.priority`). A 429/503 from admission comes back as an `ExecResult` with its
-Retry-After for the runner to retry later.
+every interactive group in the virtual queues, in the band `BatchConfig.criticality` (-1,
+sheddable: the lowest default band, served after and shed before the others); the replicas see
+the lowest vLLM priority (`BatchConfig.priority`). A 429/503 from admission comes back as an
+`ExecResult` with its Retry-After for the runner to retry later.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class PipelineExecutor:
                 Principal(**request.principal),
                 batch_slo(request.deadline_abs_s, time.time()),
                 f"{request.request_id[:12]}-{request.attempt}",
+                self.config.criticality,
             )
             admitted = await self.pipeline.admit(body, {}, None, admission)
             parts: list[str] = []

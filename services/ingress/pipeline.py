@@ -50,6 +50,7 @@ class BatchAdmission:
     principal: Principal
     slo: SLO
     request_id: str
+    criticality: int = -1  # the band (gateway convention): -1 sheddable, the lowest default one
 
 
 @dataclass
@@ -157,7 +158,9 @@ class Pipeline:
                 )
             else:
                 principal, slo = batch.principal, batch.slo
-                ten = Tenancy(principal.tenant, principal.weight, None, 0, None, body.priority)
+                ten = Tenancy(
+                    principal.tenant, principal.weight, None, batch.criticality, None, body.priority
+                )
             prompt = self.render(body) if body.model in self.models else ""
             req = build_request_meta(
                 request_id=batch.request_id if batch else uuid.uuid4().hex[:16],

@@ -55,7 +55,11 @@ class BatchConfig(BaseModel):
     """Batch requests one ingress replica keeps in admission or in flight at once (the cap of
     its additive-increase / multiplicative-decrease window, which halves on each 429)."""
     priority: int = 1000
-    """vLLM priority of batch requests (lower is served first): the lowest band by default."""
+    """vLLM priority of batch requests (lower is served first): the lowest by default."""
+    criticality: int = -1
+    """Band of batch requests (gateway convention: 1 critical, 0 standard, -1 sheddable): the
+    scheduler serves higher bands first and sheds sheddable requests first when saturated
+    (a shed batch request is retried later, not failed)."""
     lease_ttl_s: float = Field(30.0, gt=0)
     """A batch's run lease lasts this long unless renewed; a replica that dies holding it is
     replaced by another after at most this long."""

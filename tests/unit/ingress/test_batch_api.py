@@ -141,3 +141,34 @@ def test_batch_slo_is_the_window(left_s: float, ttft_s: float, e2e_s: float) -> 
     a minute so one batch's requests share a QLM partition."""
     slo = batch_slo(1_000.0 + left_s, 1_000.0)
     assert (slo.ttft_deadline_s, slo.e2e_deadline_s, slo.class_name) == (ttft_s, e2e_s, "batch")
+
+
+class _RecordingMesh(FakeMesh):
+    """FakeMesh that keeps every scheduler.Admit request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.admits: list[Any] = []
+
+    async def call(self, application: str, kind: str, method: str, message: Any, *a: Any) -> Any:
+        if method == "Admit":
+            self.admits.append(message)
+        return await super().call(application, kind, method, message, *a)
+
+
+def test_batch_requests_enter_admission_in_the_lowest_band(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    mesh = _RecordingMesh()
+    app, instance = build_ingress(monkeypatch, mesh, batch={"storage_dir": str(tmp_path)})
+    with TestClient(app, raise_server_exceptions=False) as http:
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="k", http_client=http)
+        file = client.files.create(file=("in.jsonl", batch_jsonl(3)), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=file.id, endpoint="/v1/completions", completion_window="2h"
+        )
+        _run(instance, batch.id)
+    metas = [m.meta for m in mesh.admits]
+    assert len(metas) == 3
+    assert {(m.criticality, m.priority, m.slo.class_name) for m in metas} == {(-1, 1000, "batch")}
+    assert all(7_140_000 <= m.slo.deadline_ms <= 7_200_000 for m in metas)  # the 2 h window
