@@ -147,7 +147,7 @@ def main() -> None:
     p.add_argument("--host", default="http://127.0.0.1:8000")
     p.add_argument("--model", default="tiny-llama")
     p.add_argument("--conversations", type=int, default=8)
-    p.add_argument("--turns", type=int, default=6)
+    p.add_argument("--turns", type=int, default=4)  # 6 overflows a 2,048-token context
     p.add_argument("--system-prompts", type=int, default=2)
     p.add_argument("--system-words", type=int, default=300)
     p.add_argument("--user-words", type=int, default=60)
