@@ -28,7 +28,7 @@ from services.scheduler.core.qlm.rwt_error import RWTErrorTracker
 from services.scheduler.core.qlm.serving_operations import Placed, ServingOps
 from services.scheduler.core.qlm.shedding import Shedding
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
-from services.scheduler.core.qlm.tight_classes import choose_direct, is_tight
+from services.scheduler.core.qlm.tight_classes import choose_direct, is_tight, swap_pending
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
 from shared.domain import Request
 from shared.domain.length_prediction import LengthPredictor
@@ -108,7 +108,9 @@ class QLMPolicy(GlobalPolicy):
         tight = self.cfg.tight
         contended = self.selector.contended(request)  # tenants or bands to choose between
         direct = (
-            choose_direct(request, instances, tight.active_model_only)
+            choose_direct(
+                request, self._direct_candidates(request, instances), tight.active_model_only
+            )
             if is_tight(tight, request) and not contended
             else None
         )
@@ -237,6 +239,20 @@ class QLMPolicy(GlobalPolicy):
                 self.instances[inst.name] = inst
                 self.vqs.add_instance(inst.name)
                 self.ops.add_instance(inst.name)
+
+    def _direct_candidates(
+        self, request: Request, instances: Sequence[InstanceHandle]
+    ) -> list[InstanceHandle]:
+        """Instances a tight request may go to directly (tight.yield_to_swaps: none with a swap
+        planned in its virtual queue)."""
+        if not self.cfg.tight.yield_to_swaps:
+            return list(instances)
+        models = {
+            name: [self.grouper.group(g).model for g in self.vqs.order(name)]
+            for name in self.vqs.names()
+        }
+        busy = swap_pending(models, request.model)
+        return [i for i in instances if i.name not in busy]
 
     def _eligible(self, group: RequestGroup) -> list[str]:
         pinned = self._pinned.get(group.group_id)

@@ -24,7 +24,7 @@ eviction stops. An instance with no profile cannot show that eviction pays, so i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +45,10 @@ class TightClassConfig(BaseModel):
     active_model_only: bool = False
     """Dispatch directly only to an instance whose engine has the request's model loaded; with
     none, the request is queued, so model swaps stay planned by QLM's global scheduler."""
+    yield_to_swaps: bool = False
+    """Dispatch directly only to an instance whose virtual queue holds no group of another model:
+    while QLM has a swap planned there, new work of the loaded model queues behind it instead
+    of keeping the engine busy (on qlm-wc direct dispatch without this starved the swaps)."""
 
 
 class EvictionCostConfig(BaseModel):
@@ -84,6 +88,12 @@ def choose_direct(
         if best_key is None or key < best_key:
             best, best_key = inst, key
     return best
+
+
+def swap_pending(queues: Mapping[str, Iterable[str]], model: str) -> set[str]:
+    """Instances whose virtual queue (instance -> models of its non-empty groups) holds a group
+    of a model other than `model`: QLM has a swap planned there."""
+    return {name for name, models in queues.items() if any(m != model for m in models)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from services.scheduler.core.qlm.tight_classes import (
     choose_direct,
     eviction_pays,
     is_tight,
+    swap_pending,
 )
 from shared.domain import SLO, Request
 
@@ -130,3 +131,33 @@ def test_cost_aware_eviction_stops_where_reprefill_is_slow(fakes, weigh, speed, 
     assert bool(inst.evicted_ids) is evicts
     assert p.ops.evictions_declined == (0 if evicts else 1)
     assert ("hot" in [r.request_id for r in inst.submitted]) is evicts
+
+
+@pytest.mark.parametrize(
+    ("queues", "model", "expected"),
+    [
+        ({"a": ["m", "m"], "b": []}, "m", set()),
+        ({"a": ["m", "x"], "b": ["m"]}, "m", {"a"}),
+        ({"a": ["x"], "b": ["y"]}, "x", {"b"}),
+    ],
+)
+def test_swap_pending_names_instances_with_another_model_queued(queues, model, expected):
+    assert swap_pending(queues, model) == expected
+
+
+@pytest.mark.parametrize(("yield_to_swaps", "direct"), [(False, True), (True, False)])
+def test_direct_dispatch_yields_to_a_planned_swap(fakes, yield_to_swaps, direct):
+    inst = fakes.instance("i0", models=("m", "x"), active_model="m", waiting=4)
+    p = policy(
+        pull_window_requests=4,
+        tight={
+            "direct_max_ttft_s": 3600.0,
+            "active_model_only": True,
+            "yield_to_swaps": yield_to_swaps,
+        },
+    )
+    rej = fakes.rejector()
+    p.on_arrival(req("x0", BATCH2, model="x"), [inst], rej, 0.0)  # model not loaded: queued
+    assert inst.submitted == [] and len(p.grouper) == 1
+    p.on_arrival(req("m0", CHAT, model="m"), [inst], rej, 0.0)
+    assert ([r.request_id for r in inst.submitted] == ["m0"]) is direct
