@@ -20,14 +20,16 @@ from slomesh.bench.stacks.base import StackConfig
 from slomesh.bench.stacks.batching import SCLS
 
 FLAGSHIP_QLM_OPTIONS: dict[str, object] = {
-    "tight": {"direct_max_ttft_s": 3600.0, "active_model_only": True},
+    "tight": {"direct_max_ttft_s": 3600.0, "active_model_only": True, "yield_to_swaps": True},
     "eviction": {"weigh_cost": True},
 }
 """QLM options of the flagship (issue 15, services/scheduler/core/qlm/tight_classes.py): a request
 of any preset class (TTFT SLO up to an hour) whose model is loaded on an instance goes straight
 to the least-loaded such engine, whose EDF queue and SCORPIO guards order and reject it; only
-requests whose model is loaded nowhere wait in QLM's virtual queues, where the planner batches
-model swaps. Measured (notes/issue-15.md): holding requests in QLM's queues behind the 4-request
+requests whose model is loaded nowhere, or that would go to an instance with another model's
+group queued (its planned swap goes first), wait in QLM's virtual queues, where the planner
+batches model swaps (qlm-wc, 300-request probes: 1.44 r/s on seed 0 without yielding, 2.13 with).
+Measured (notes/issue-15.md): holding requests in QLM's queues behind the 4-request
 window cost capacity on the single-model scenarios (qlm-wa 7.59 r/s against scorpio's 8.44 with
 classes up to 30 s direct and batch classes queued; 8.44 with all direct). Eviction goes ahead
 only when the victims' re-prefill costs less than the wait it saves."""
