@@ -36,6 +36,7 @@ BATCHING_STACKS = [
     "scls-rr",
     "scls-no-slice",
     "slo-odbs",
+    "slo-odbs-overload",
     "slo-odbs-paper",
     "slo-dbs",
     "odbs",
@@ -54,6 +55,8 @@ SLOMESH_STACKS = [
     "slomesh-no-fairness",
     "slomesh-queued-no-fairness",
     "slomesh-no-bands",
+    "slomesh-queued-tight",
+    "slomesh-evict-blind",
 ]
 
 
