@@ -19,6 +19,7 @@ from ray.serve import Application
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
 from services.replica.sim_engine import AsyncSimEngine
+from services.replica.state_push import StatePushArgs, StatePusher
 from services.replica.streaming import coalesced
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request, WallClock
 from shared.domain.engine import EngineConfig
@@ -82,13 +83,16 @@ class ReplicaArgs(BaseModel):
     message per engine output the consumer is ready for."""
     max_ongoing_requests: int = Field(1024, ge=1)
     """Serve's admission limit for this replica (never Serve's default of 5)."""
+    push_state: StatePushArgs = StatePushArgs()
+    """Pushing the engine state to the scheduler's UpdateReplica (state_push.py; off by
+    default): the scheduler's TTFT guard predicts from it."""
 
 
 def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:
     pre, dec = p.prefill, p.decode
     return replace(
         p,
-        prefill=PrefillCoeffs(pre.p1 * k, pre.p2 * k, pre.p3 * k, pre.p4 * k),
+        prefill=PrefillCoeffs(pre.p1 * k, pre.p2 * k, pre.p3 * k, pre.p4 * k, pre.p5 * k),
         decode=DecodeCoeffs(dec.d1 * k, dec.d2 * k, dec.d3 * k, dec.d4 * k),
         source=f"{p.source} x{k:g}",
     )
@@ -137,6 +141,7 @@ class ReplicaDeployment:
         self._tracer = tracer("replica")
         self._held: set[str] = set()
         """Requests with an open Generate stream here (reported by Status for reconciliation)."""
+        self._pusher = StatePusher(self.args.push_state, self._state)
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -165,6 +170,7 @@ class ReplicaDeployment:
         forced = request.simulated_output_tokens or (meta.max_tokens if request.ignore_eos else 0)
         req = request_from_meta(meta, forced or None)
         self._held.add(meta.request_id)
+        self._pusher.start()  # from the first request on (no-op when push_state is off)
         try:
             # accept marker: an empty first chunk tells the caller this replica has the request
             yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
@@ -233,6 +239,10 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.ReplicaState:
         require_mesh_credential(grpc_context, "replica.Status")
+        return self._state()
+
+    def _state(self) -> common_pb2.ReplicaState:
+        """The engine's state as reported to the scheduler (Status, UpdateReplica)."""
         st = self.engine.status()
         return common_pb2.ReplicaState(
             replica=common_pb2.ReplicaRef(
@@ -246,6 +256,7 @@ class ReplicaDeployment:
             kv_total_blocks=st.kv_total_blocks,
             engine=self.args.engine,
             request_ids=sorted(self._held),
+            pending_prefill_tokens=st.pending_prefill_tokens,
         )
 
     def check_health(self) -> None:

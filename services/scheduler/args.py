@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.scheduler.core.autoscale.live import SignalConfig
 from services.scheduler.core.live_view import LiveReplica
 from services.scheduler.core.qlm.length_estimates import hint_from_prediction
+from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
 from shared.domain import HardwareProfile, Request
 from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
@@ -39,6 +41,10 @@ class ReplicaEntry(BaseModel):
     """Node the replica runs on (informational)."""
     tensor_parallel: int = Field(1, ge=1)
     """GPUs of the replica."""
+    pooled: bool = False
+    """An autoscaled replica pool (services/replica/pool.py): several Serve replicas behind one
+    application. Its admissions are released by reports only, never reconciled against a Status
+    answer (each pool replica answers for the requests it holds itself)."""
 
 
 class SchedulerArgs(BaseModel):
@@ -90,6 +96,13 @@ class SchedulerArgs(BaseModel):
     """Append one JSON line per scored waiting-time prediction here (qlm: predicted point,
     quantile and widened waits at admission, the measured wait to dispatch, groups queued);
     None: no log. `slomesh bench-agree` reads it."""
+    autoscale_signal: SignalConfig = SignalConfig()
+    """How each model's load is measured for the autoscaler (AutoscaleSignal, read by replica
+    pools' Serve autoscaling policy)."""
+    ttft_guard: TTFTAdmissionConfig = TTFTAdmissionConfig()
+    """The TTFT guard at admission (core/ttft_admission.py; off by default): a request whose
+    first token is predicted late on every replica, from the replicas' reported queues
+    (UpdateReplica pushes, Status answers) and profiles, is answered 429 before any engine."""
     profile_files: list[str] = Field(default_factory=list)
     """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
     replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""

@@ -14,9 +14,13 @@ from ray.serve import Application
 
 from services.scheduler.args import SchedulerArgs, live_replicas, with_length_hint
 from services.scheduler.core.admission import AdmissionCore, AdmitDecision
+from services.scheduler.core.autoscale.live import ScalingSignals
+from services.scheduler.core.autoscale.wire import encode
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
+from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
 from services.scheduler.metrics import SchedulerMetrics
+from shared.domain import Request
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
@@ -39,7 +43,8 @@ class SchedulerDeployment:
             self.args.max_queued_requests,
             self.args.max_queue_wait_ms / 1e3,
         )
-        self._waiters: dict[str, asyncio.Future[LiveReplica | str]] = {}
+        self.core.ttft = TTFTAdmission(self.args.ttft_guard)
+        self._waiters: dict[str, asyncio.Future[LiveReplica | tuple[str, str]]] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
         self._tracer = tracer("scheduler")
@@ -47,6 +52,8 @@ class SchedulerDeployment:
         self.client = MeshClient(transport=self.args.transport)
         self._tasks: set[asyncio.Task[None]] = set()
         self._metrics = SchedulerMetrics()  # names as scraped: deploy/grafana/README.md
+        self.scaling = ScalingSignals(self.args.autoscale_signal)
+        self._pooled = {r.application for r in self.args.replicas if r.pooled}
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -63,6 +70,7 @@ class SchedulerDeployment:
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
             req = with_length_hint(request_from_meta(request.meta), request.prediction)
+            self.scaling.arrival(req, time.time())
             decision = self.core.admit(req, time.time())
             self._dispatch()
             span.set_attribute("slomesh.policy", decision.policy)
@@ -73,7 +81,7 @@ class SchedulerDeployment:
                 for key, value in self.core.policy.describe(req.request_id).items():
                     span.set_attribute(key, value)
                 replans = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
-                decision = await self._wait_for_pull(req.request_id, span)
+                decision = await self._wait_for_pull(req, span)
                 after = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
                 span.set_attribute("slomesh.replans_while_queued", after - replans)
             if not decision.admitted or decision.replica is None:
@@ -83,6 +91,7 @@ class SchedulerDeployment:
                     reason=decision.reason,
                     retry_after_s=decision.retry_after_s,
                     policy=decision.policy,
+                    drop_reason=decision.drop_reason,
                 )
             rep = decision.replica
             span.set_attribute("slomesh.replica", rep.application)
@@ -102,6 +111,7 @@ class SchedulerDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.Report")
+        self.scaling.finished(request.meta.model, request.output_tokens)
         self.core.report(request.meta.request_id, request.output_tokens, time.time())
         self._dispatch()  # also publishes the in-flight gauges (metrics.py)
         self._write_rwt_log()
@@ -117,10 +127,13 @@ class SchedulerDeployment:
             with open(self.args.rwt_log_file, "a") as f:
                 f.writelines(json.dumps(asdict(s)) + "\n" for s in scored)
 
-    async def _wait_for_pull(self, request_id: str, span: Any) -> AdmitDecision:
-        """A queued request waits here until a replica pulls it, its deadline expires (answered
-        at once with a rejection) or the caller goes away."""
-        fut: asyncio.Future[LiveReplica | str] = asyncio.get_running_loop().create_future()
+    async def _wait_for_pull(self, req: Request, span: Any) -> AdmitDecision:
+        """A queued request waits here until a replica pulls it, its deadline expires or it is
+        shed (answered at once with a rejection and its drop reason) or the caller goes away."""
+        request_id = req.request_id
+        fut: asyncio.Future[LiveReplica | tuple[str, str]] = (
+            asyncio.get_running_loop().create_future()
+        )
         self._waiters[request_id] = fut
         t0 = time.time()
         try:
@@ -130,8 +143,10 @@ class SchedulerDeployment:
             self.core.report(request_id, 0, time.time())  # leaves the queue; nothing is lost
             raise
         span.set_attribute("slomesh.queue_wait_ms", (time.time() - t0) * 1e3)
-        if isinstance(got, str):
-            return AdmitDecision(False, None, got, 1.0, self.core.policy_label)
+        if isinstance(got, tuple):
+            reason, drop = got
+            return AdmitDecision(False, None, reason, 1.0, self.core.policy_label, drop_reason=drop)
+        self._metrics.queue_wait(req.criticality, time.time() - t0)
         return AdmitDecision(True, got, policy=self.core.policy_label)
 
     def _start_ticker(self) -> None:
@@ -148,7 +163,8 @@ class SchedulerDeployment:
             for rid in expired:
                 fut = self._waiters.pop(rid, None)
                 if fut is not None and not fut.done():
-                    fut.set_result("overloaded: TTFT deadline cannot be met from the queue")
+                    reason = "overloaded: TTFT deadline cannot be met from the queue"
+                    fut.set_result((reason, "deadline-expired"))
 
     def _start_reconciler(self) -> None:
         if self._reconciler is None or self._reconciler.done():
@@ -168,13 +184,22 @@ class SchedulerDeployment:
                     name, state is not None, now, self.args.failures_to_unhealthy
                 ):
                     self._dispatch()
-                if state is None:
+                if state is not None and name not in self._pooled:
+                    self._queue_report(name, state)
+                if state is None or name in self._pooled:
                     continue
                 lost = self.core.release_unheld(
                     name, set(state.request_ids), now, self.args.admit_lease_ms / 1e3
                 )
                 if lost:
                     self._dispatch()
+
+    def _queue_report(self, application: str, state: common_pb2.ReplicaState) -> None:
+        """A replica's queue as the TTFT guard reads it (core/ttft_admission.py)."""
+        report = QueueReport(
+            state.waiting, state.running, state.pending_prefill_tokens, time.time()
+        )
+        self.core.ttft.update(application, report)
 
     async def _status(self, name: str) -> common_pb2.ReplicaState | None:
         try:
@@ -195,6 +220,10 @@ class SchedulerDeployment:
             fut = self._waiters.pop(request.request_id, None)
             if fut is not None and not fut.done():
                 fut.set_result(rep)
+        for rid, reason in self.core.take_shed():  # answered at once: 429 + drop reason
+            fut = self._waiters.pop(rid, None)
+            if fut is not None and not fut.done():
+                fut.set_result((reason, "shed-for-critical"))
         self._report_policy_stats()
         for action in self.core.take_actions():
             task = asyncio.get_running_loop().create_task(self._execute(action))
@@ -231,11 +260,35 @@ class SchedulerDeployment:
             in_flight=sum(len(r.in_flight) for r in self.core.replicas.values()),
         )
 
+    async def AutoscaleSignal(
+        self, model: str, pool: str = "", replica_id: str = ""
+    ) -> dict[str, float]:
+        """The model's load as flat metrics (core/autoscale/wire.py), for the Serve autoscaling
+        policy of its replica pool (autoscale_hook.py). Called over Serve handles only (no gRPC
+        servicer method): the pool replicas relay it as their custom autoscaling metrics. The
+        callers of pool `pool` are its running replicas: the pool's engine count (admission
+        limit and engine size) follows them."""
+        now = time.time()
+        rep = self.core.replicas.get(pool)
+        if rep is not None and pool in self._pooled and replica_id:
+            rep.engines = self.scaling.seen(pool, replica_id, now)
+            rep.max_num_seqs = self.args.max_num_seqs_per_replica * rep.engines
+        serving = [r for r in self.core.replicas.values() if r.serves(model)]
+        load = self.scaling.load(
+            model,
+            now,
+            queued=self.core.queued_requests(model),
+            ongoing=sum(len(r.in_flight) for r in serving),
+            profile=serving[0].profile_ if serving else None,
+        )
+        return encode(load)
+
     def UpdateReplica(
         self, request: common_pb2.ReplicaState, grpc_context: Any = None
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.UpdateReplica")
         self.states[request.replica.application] = request
+        self._queue_report(request.replica.application, request)
         return scheduler_pb2.ReportReply()
 
 
