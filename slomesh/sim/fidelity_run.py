@@ -59,9 +59,12 @@ def shaped_traces(
     return out
 
 
-def _client_times(replay: VLLMReplay, trace: Sequence[TraceRequest]) -> tuple[dict, dict]:
+def _client_times(
+    replay: VLLMReplay, trace: Sequence[TraceRequest]
+) -> tuple[dict[str, float], dict[str, float]]:
     """Per vLLM request id: submission time and first-token time, on the perf_counter clock."""
-    submitted, first = {}, {}
+    submitted: dict[str, float] = {}
+    first: dict[str, float] = {}
     for k, run in enumerate(replay.runs):
         for t in run:
             rid = replay.id_prefixes[k] + t.request_id
@@ -83,7 +86,8 @@ def calibrate(
 ) -> tuple[HardwareProfile, ServingFit]:
     """`base` with step coefficients and overheads fitted on vLLM serving calibration traces."""
     cal_seed = seed + CALIBRATION_SEED_OFFSET
-    parts = shaped_traces(shapes, requests, rate_rps, cal_seed, config.max_model_len)
+    max_model_len = config.max_model_len or 2048  # the CLI always sets it
+    parts = shaped_traces(shapes, requests, rate_rps, cal_seed, max_model_len)
     trace = concatenate([t for _, _, t in parts], CALIBRATION_GAP_S)
     with tempfile.TemporaryDirectory(prefix="slomesh-steps-") as tmp:
         log_path = Path(tmp) / "steps.jsonl"

@@ -136,11 +136,11 @@ async def _main(
     try:
         llm = AsyncLLM.from_vllm_config(vllm_config, disable_log_stats=True)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
             else:
-                os.environ[k] = v
+                os.environ[name] = value
     try:
         limits = EngineLimits(
             max_num_seqs=int(vllm_config.scheduler_config.max_num_seqs),

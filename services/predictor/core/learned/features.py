@@ -50,7 +50,7 @@ _TEXT_STATS = 5
 DENSE_FEATURES = 3 + _TEXT_STATS + HISTORY_FEATURES
 """Columns of the dense block of feature_version 1 (version 2 adds INSTRUCTION_FEATURES)."""
 
-FEATURE_VERSION = 2
+FEATURE_VERSION: Literal[1, 2] = 2
 """The feature layout new models are trained with (FeatureConfig.feature_version)."""
 
 _LOG_INPUT_CENTRE = 4.0
