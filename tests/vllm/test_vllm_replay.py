@@ -5,6 +5,7 @@ benchmark figure (`slomesh fidelity`), not asserted here."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,9 +13,26 @@ from slomesh.sim.trace import TraceSpec, make_trace
 
 pytest.importorskip("vllm")
 
+if TYPE_CHECKING:
+    from services.replica.vllm.config import VLLMEngineConfig
+
+
+def _tiny_config(model_dir: Path) -> VLLMEngineConfig:
+    """The tiny model with 4 seats, 256-token steps and a 16 MiB KV cache."""
+    from services.replica.vllm.config import VLLMEngineConfig
+
+    return VLLMEngineConfig(
+        model=str(model_dir),
+        served_model_name="tiny-llama",
+        dtype="float32",
+        max_model_len=512,
+        max_num_seqs=4,
+        max_num_batched_tokens=256,
+        kv_cache_memory_bytes=16 << 20,
+    )
+
 
 def test_replay_forces_output_lengths(tiny_model_dir: Path) -> None:
-    from services.replica.vllm.config import VLLMEngineConfig
     from slomesh.sim.vllm_replay import replay_vllm
 
     trace = make_trace(
@@ -27,15 +45,7 @@ def test_replay_forces_output_lengths(tiny_model_dir: Path) -> None:
             max_output_tokens=24,
         )
     )
-    config = VLLMEngineConfig(
-        model=str(tiny_model_dir),
-        served_model_name="tiny-llama",
-        dtype="float32",
-        max_model_len=512,
-        max_num_seqs=4,
-        max_num_batched_tokens=256,
-        kv_cache_memory_bytes=16 << 20,
-    )
+    config = _tiny_config(tiny_model_dir)
     result = replay_vllm(trace, config, seed=5, warmup_requests=2, repeats=2)
     assert len(result.runs) == len(result.wall_s) == 2
     for run in result.runs:
@@ -57,7 +67,6 @@ def test_step_recorder_logs_the_serving_engine_and_the_fit_reads_it(
     """vLLM's own scheduler with the stopwatch: every prompt token is prefilled once in the
     logged steps (no prefix caching), every request is seen arriving and getting its first
     token, and the serving fit turns the log into a profile the simulator can replay."""
-    from services.replica.vllm.config import VLLMEngineConfig
     from shared.profiles import default_profile
     from slomesh.profiling.serving_fit import apply_fit, fit_serving, load_step_log
     from slomesh.sim.replay import replay_sim, sim_engine_config
@@ -73,15 +82,7 @@ def test_step_recorder_logs_the_serving_engine_and_the_fit_reads_it(
             max_output_tokens=16,
         )
     )
-    config = VLLMEngineConfig(
-        model=str(tiny_model_dir),
-        served_model_name="tiny-llama",
-        dtype="float32",
-        max_model_len=512,
-        max_num_seqs=4,
-        max_num_batched_tokens=256,
-        kv_cache_memory_bytes=16 << 20,
-    )
+    config = _tiny_config(tiny_model_dir)
     log_path = tmp_path / "steps.jsonl"
     result = replay_vllm(trace, config, seed=3, warmup_requests=1, step_log=log_path)
     log = load_step_log(log_path)
