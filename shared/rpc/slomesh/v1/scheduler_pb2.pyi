@@ -7,28 +7,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdmitRequest(_message.Message):
-    __slots__ = ("meta", "prediction")
+    __slots__ = ("meta", "prediction", "resume_output_tokens")
     META_FIELD_NUMBER: _ClassVar[int]
     PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    RESUME_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     meta: _common_pb2.RequestMeta
     prediction: _common_pb2.LengthPrediction
-    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prediction: _Optional[_Union[_common_pb2.LengthPrediction, _Mapping]] = ...) -> None: ...
+    resume_output_tokens: int
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prediction: _Optional[_Union[_common_pb2.LengthPrediction, _Mapping]] = ..., resume_output_tokens: _Optional[int] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
-    __slots__ = ("admitted", "replica", "reason", "retry_after_s", "policy", "drop_reason")
+    __slots__ = ("admitted", "replica", "reason", "retry_after_s", "policy", "drop_reason", "slice_tokens")
     ADMITTED_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     DROP_REASON_FIELD_NUMBER: _ClassVar[int]
+    SLICE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     admitted: bool
     replica: _common_pb2.ReplicaRef
     reason: str
     retry_after_s: float
     policy: str
     drop_reason: str
-    def __init__(self, admitted: _Optional[bool] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., reason: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., policy: _Optional[str] = ..., drop_reason: _Optional[str] = ...) -> None: ...
+    slice_tokens: int
+    def __init__(self, admitted: _Optional[bool] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., reason: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., policy: _Optional[str] = ..., drop_reason: _Optional[str] = ..., slice_tokens: _Optional[int] = ...) -> None: ...
 
 class CompletionReport(_message.Message):
     __slots__ = ("meta", "replica", "first_token_unix_s", "finish_unix_s", "output_tokens", "finish_reason")
