@@ -171,6 +171,20 @@ class AdmissionCore:
             return AdmitDecision(True, None, policy=self.policy_label, queued=True)
         return AdmitDecision(True, chosen, policy=self.policy_label)
 
+    def place_leased(self, request: Request, application: str, now_s: float) -> bool:
+        """An ingress placed `request` on `application` with lease credits (leases.py) and tells
+        of it now: it runs there already, so it is recorded in these books and the policy's
+        (which may evict it later, as any placement). False: unknown replica, a policy that
+        takes no leases, or an id already known (nothing recorded)."""
+        rep = self.replicas.get(application)
+        known = request.request_id in self._owner or request.request_id in self._queued
+        if rep is None or known or not self.policy.supports_leases:
+            return False
+        self.policy.on_placed(request, rep, now_s)
+        self._collect(now_s)
+        self.admitted += 1
+        return True
+
     def _make_room(self, request: Request) -> bool:
         """The queue is full: shed its newest queued request of the least critical band, when
         that band is sheddable and below `request`'s. True when room was made."""

@@ -17,6 +17,10 @@ from shared.domain.engine import SliceEntry
 
 
 class GlobalPolicy(ABC):
+    supports_leases: bool = False
+    """Whether placements made outside the policy (an ingress's lease credits,
+    core/leases.py) can be recorded with `on_placed` without breaking its own books."""
+
     @abstractmethod
     def on_arrival(
         self,
@@ -26,6 +30,11 @@ class GlobalPolicy(ABC):
         now_s: float,
     ) -> None:
         """Place, queue or reject a newly admitted request."""
+
+    def on_placed(self, request: Request, instance: InstanceHandle, now_s: float) -> None:
+        """`request` already runs on `instance`, placed by an ingress with lease credits while
+        the cluster had headroom (core/leases.py). Default: record it there."""
+        instance.submit(request, now_s)
 
     def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:  # noqa: B027
         """Called after each engine step of `instance` (pulling, eviction). Default: nothing."""
@@ -60,6 +69,8 @@ class GlobalPolicy(ABC):
 
 class RoutingPolicy(GlobalPolicy):
     """Send each arrival straight to one eligible instance chosen by a router."""
+
+    supports_leases = True
 
     def __init__(self, router: Router) -> None:
         self.router = router

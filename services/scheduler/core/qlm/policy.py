@@ -49,6 +49,8 @@ class QLMStats:
 
 
 class QLMPolicy(GlobalPolicy):
+    supports_leases = True
+
     def __init__(
         self,
         config: QLMConfig | None = None,
@@ -157,6 +159,14 @@ class QLMPolicy(GlobalPolicy):
             self._pull(inst, now_s)
         if not request.sheddable and self.grouper.group_of(request.request_id) is not None:
             self.shedding.shed_queued(rejector, now_s)  # saturated: more critical work waits
+
+    def on_placed(self, request: Request, instance: InstanceHandle, now_s: float) -> None:
+        """Placed by an ingress's lease (core/leases.py) while no group waited: served as a
+        direct dispatch (tight_classes.py), so eviction, fairness and finish see it."""
+        self._sync([instance])
+        est = self.lengths.estimate(request)
+        self.estimator.observe_arrival(request, est.mean_tokens)
+        self.ops.place(instance, request, est, now_s)
 
     def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
         snap = self.cfg.rwt_snapshot_s

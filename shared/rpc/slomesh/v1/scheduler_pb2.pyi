@@ -1,7 +1,8 @@
 from shared.rpc.slomesh.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -69,3 +70,37 @@ class HealthReply(_message.Message):
     queued: int
     in_flight: int
     def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ...) -> None: ...
+
+class LeaseRequest(_message.Message):
+    __slots__ = ("ingress_id",)
+    INGRESS_ID_FIELD_NUMBER: _ClassVar[int]
+    ingress_id: str
+    def __init__(self, ingress_id: _Optional[str] = ...) -> None: ...
+
+class ReplicaCredit(_message.Message):
+    __slots__ = ("replica", "limit")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    replica: _common_pb2.ReplicaRef
+    limit: int
+    def __init__(self, replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class LeaseGrant(_message.Message):
+    __slots__ = ("epoch", "credits", "ttl_s")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    epoch: str
+    credits: _containers.RepeatedCompositeFieldContainer[ReplicaCredit]
+    ttl_s: float
+    def __init__(self, epoch: _Optional[str] = ..., credits: _Optional[_Iterable[_Union[ReplicaCredit, _Mapping]]] = ..., ttl_s: _Optional[float] = ...) -> None: ...
+
+class PlaceNotice(_message.Message):
+    __slots__ = ("ingress_id", "admit", "replica")
+    INGRESS_ID_FIELD_NUMBER: _ClassVar[int]
+    ADMIT_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    ingress_id: str
+    admit: AdmitRequest
+    replica: _common_pb2.ReplicaRef
+    def __init__(self, ingress_id: _Optional[str] = ..., admit: _Optional[_Union[AdmitRequest, _Mapping]] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ...) -> None: ...

@@ -55,6 +55,16 @@ class SchedulerStub:
                 request_serializer=slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.HealthReply.FromString,
                 _registered_method=True)
+        self.Lease = channel.unary_unary(
+                '/slomesh.v1.Scheduler/Lease',
+                request_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseRequest.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+                _registered_method=True)
+        self.Place = channel.unary_unary(
+                '/slomesh.v1.Scheduler/Place',
+                request_serializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -88,6 +98,21 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lease(self, request, context):
+        """Credits of the fast path (services/scheduler/core/leases.py): per replica, how many
+        requests this ingress replica may place itself, without Admit, while there is headroom.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Place(self, request, context):
+        """An ingress placed a request with its credits (its stream has started): record it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +135,16 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.FromString,
                     response_serializer=slomesh_dot_v1_dot_scheduler__pb2.HealthReply.SerializeToString,
+            ),
+            'Lease': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lease,
+                    request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseRequest.FromString,
+                    response_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.SerializeToString,
+            ),
+            'Place': grpc.unary_unary_rpc_method_handler(
+                    servicer.Place,
+                    request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.FromString,
+                    response_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +255,60 @@ class Scheduler:
             '/slomesh.v1.Scheduler/Health',
             slomesh_dot_v1_dot_scheduler__pb2.HealthQuery.SerializeToString,
             slomesh_dot_v1_dot_scheduler__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Scheduler/Lease',
+            slomesh_dot_v1_dot_scheduler__pb2.LeaseRequest.SerializeToString,
+            slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Place(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Scheduler/Place',
+            slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
+            slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
             options,
             channel_credentials,
             insecure,

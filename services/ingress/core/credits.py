@@ -1,0 +1,96 @@
+"""The ingress's side of admission leases (issue 16; the scheduler's is
+services/scheduler/core/leases.py): the credits the scheduler granted this ingress replica.
+
+While it holds a credit for a replica serving the request's model, the ingress places the
+request there itself (the fast path: no scheduler round trip before the stream opens) and tells
+the scheduler afterwards. A grant is a cumulative limit per replica in one scheduler epoch: the
+ingress counts its own placements (`taken`) and places while `taken < limit`; a grant from a new
+epoch (the scheduler restarted) starts the counts again. Among replicas with credit it picks the
+one with the most left (the least loaded as the scheduler saw it). A grant expires `ttl_s` after
+its receipt; a refresh is due once half of that has passed, or when no credit is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """One replica's entry of a grant."""
+
+    application: str
+    model: str
+    gpu: str
+    limit: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    credit: Credit
+    taken: int = 0
+
+
+class CreditLedger:
+    def __init__(self) -> None:
+        self.epoch = ""
+        self._entries: dict[str, _Entry] = {}
+        self._received_s = -1.0
+        self._ttl_s = 0.0
+
+    def update(self, epoch: str, credits: Iterable[Credit], ttl_s: float, now_s: float) -> None:
+        """A grant from the scheduler replaces the previous one (counts kept within an epoch)."""
+        if epoch != self.epoch:
+            self.epoch, self._entries = epoch, {}
+        fresh: dict[str, _Entry] = {}
+        for c in credits:
+            old = self._entries.get(c.application)
+            fresh[c.application] = _Entry(c, old.taken if old is not None else 0)
+        self._entries = fresh
+        self._received_s, self._ttl_s = now_s, ttl_s
+
+    def take(self, model: str, now_s: float) -> Credit | None:
+        """Spend one credit on a replica serving `model` (the one with the most left); None:
+        no live credit, the request takes the full path."""
+        if not self._live(now_s):
+            return None
+        best: _Entry | None = None
+        for e in self._entries.values():
+            left = e.credit.limit - e.taken
+            if e.credit.model != model or left <= 0:
+                continue
+            if best is None or left > best.credit.limit - best.taken:
+                best = e
+        if best is None:
+            return None
+        best.taken += 1
+        return best.credit
+
+    def give_back(self, application: str, epoch: str) -> None:
+        """A placement the scheduler was never told of (its notice failed): the credit is free
+        again, or this ingress's window would stay one short for the rest of the epoch."""
+        e = self._entries.get(application)
+        if e is not None and epoch == self.epoch and e.taken > 0:
+            e.taken -= 1
+
+    def left(self, model: str, now_s: float) -> int:
+        """Credits left for `model` now."""
+        if not self._live(now_s):
+            return 0
+        return sum(
+            max(0, e.credit.limit - e.taken)
+            for e in self._entries.values()
+            if e.credit.model == model
+        )
+
+    def refresh_due(self, model: str, now_s: float) -> bool:
+        """Whether to ask for a new grant: none yet, half its life passed, or none left and a
+        tenth of its life passed (no headroom: ask again soon, not at every request)."""
+        age = now_s - self._received_s
+        if self._received_s < 0 or age >= self._ttl_s / 2:
+            return True
+        return age >= self._ttl_s / 10 and self.left(model, now_s) == 0
+
+    def _live(self, now_s: float) -> bool:
+        return self._received_s >= 0 and now_s - self._received_s < self._ttl_s

@@ -1,0 +1,114 @@
+"""Admission leases (issue 16): the fast path that needs no scheduler round trip.
+
+While the cluster has headroom the scheduler grants each ingress replica credits per replica:
+the ingress then places a request itself, at once, and tells the scheduler afterwards (`Place`),
+which records the placement in its books and the policy's (AdmissionCore.place_leased). Queued
+admission keeps the full path (`Admit`), where a few milliseconds do not matter.
+
+Credits are a cumulative window per (ingress, replica), like HTTP/2 flow control: a grant says
+"you may have placed `limit` requests on this replica in all, in this scheduler epoch"; the
+ingress places while its own count is below it. The scheduler counts the placements it has been
+told of (`noticed`); `limit - noticed` are seats reserved for that ingress and not yet seen
+used. Being cumulative, a grant that crosses notices still in flight never hands a seat twice.
+
+Headroom rule (`free_seats`): a replica offers fast-path seats only while nothing waits in the
+global queue (QLM's queueing and ordering then apply to every arrival again), it is healthy,
+and it holds fewer requests than its engine's seats (`max_num_seqs` x engines, and the admission
+limit); offered are the free seats minus what other ingresses hold reserved, at most
+`max_credits` per grant. A grant lives `ttl_ms`: a revoked grant that an ingress has not yet
+heard of costs at most `max_credits` extra placements per ingress and replica, for at most that
+long.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.scheduler.core.live_view import LiveReplica
+
+
+class LeaseConfig(BaseModel):
+    """Admission leases: credits the scheduler grants ingress replicas (core/leases.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Grant credits while there is headroom (False: every request takes the full Admit path)."""
+    max_credits: int = Field(4, ge=1)
+    """Seats one grant reserves at most, per ingress replica and replica."""
+    ttl_ms: float = Field(500.0, gt=0)
+    """How long a grant is valid, ms; ingresses refresh before half of it has passed."""
+
+
+@dataclass
+class _Window:
+    limit: int = 0
+    """Placements the ingress may have made on this replica in all (this epoch)."""
+    noticed: int = 0
+    """Placements the scheduler has been told of (Place notices received)."""
+    expires_s: float = -math.inf
+
+    def reserved(self, now_s: float) -> int:
+        return max(0, self.limit - self.noticed) if now_s < self.expires_s else 0
+
+
+def free_seats(
+    replicas: Iterable[LiveReplica], queued: int, max_in_flight: int, pooled: frozenset[str]
+) -> dict[str, int]:
+    """Seats each replica offers the fast path now (module docstring, headroom rule). Pooled
+    replicas (several Serve replicas behind one application) offer none: Serve's router, not
+    the ingress, picks the engine there."""
+    out: dict[str, int] = {}
+    for r in replicas:
+        if queued or not r.healthy or r.application in pooled:
+            out[r.application] = 0
+            continue
+        seats = min(r.max_num_seqs, max_in_flight) * r.engines
+        out[r.application] = max(0, seats - len(r.in_flight) - len(r.evicted))
+    return out
+
+
+class LeaseBook:
+    """The scheduler's record of the credit windows it granted (module docstring)."""
+
+    def __init__(self, config: LeaseConfig) -> None:
+        self.config = config
+        self._windows: dict[tuple[str, str], _Window] = {}
+
+    def noticed(self, ingress: str, application: str) -> None:
+        """The ingress told of one placement it made on `application` with its credits."""
+        self._windows.setdefault((ingress, application), _Window()).noticed += 1
+
+    def reserved(self, application: str, now_s: float, excluding: str = "") -> int:
+        """Seats on `application` granted and not yet seen used (live grants only)."""
+        return sum(
+            w.reserved(now_s)
+            for (ing, app), w in self._windows.items()
+            if app == application and ing != excluding
+        )
+
+    def grant(self, ingress: str, free: Mapping[str, int], now_s: float) -> dict[str, int]:
+        """A new grant for `ingress`, replacing its previous one: the cumulative limit per
+        replica (the ingress may place while its count is below it). `free`: seats each replica
+        offers now (`free_seats`)."""
+        ttl_s = self.config.ttl_ms / 1e3
+        out: dict[str, int] = {}
+        for app, seats in free.items():
+            w = self._windows.setdefault((ingress, app), _Window())
+            others = self.reserved(app, now_s, excluding=ingress)
+            credits = 0
+            if self.config.enabled:
+                credits = min(self.config.max_credits, max(0, seats - others))
+            w.limit = w.noticed + credits
+            w.expires_s = now_s + ttl_s
+            out[app] = w.limit
+        return out
+
+    def forget_ingress(self, ingress: str) -> None:
+        """Drop an ingress's windows (it restarted with a new id)."""
+        for key in [k for k in self._windows if k[0] == ingress]:
+            del self._windows[key]

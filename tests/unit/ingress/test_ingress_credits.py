@@ -1,0 +1,100 @@
+"""The ingress's credit ledger (core/credits.py): places only with a live credit for the model,
+on the replica with the most left, counts across grants within an epoch, starts again in a new
+epoch, and asks for a refresh when due."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.ingress.core.credits import Credit, CreditLedger
+
+
+def c(app: str, limit: int, model: str = "m") -> Credit:
+    return Credit(app, model, "cpu", limit)
+
+
+# each step: ("grant", epoch, [credits], now) | ("take", model, now, expected app or None)
+#            | ("back", app, epoch)
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("take", "m", 0.0, None)],  # no grant yet: full path
+        [
+            ("grant", "e", [c("a", 2)], 0.0),
+            ("take", "m", 0.1, "a"),
+            ("take", "m", 0.1, "a"),
+            ("take", "m", 0.1, None),
+        ],
+        # the replica with the most credit left first
+        [
+            ("grant", "e", [c("a", 1), c("b", 3)], 0.0),
+            ("take", "m", 0.0, "b"),
+            ("take", "m", 0.0, "b"),
+            ("take", "m", 0.0, "a"),
+            ("take", "m", 0.0, "b"),
+            ("take", "m", 0.0, None),
+        ],
+        [("grant", "e", [c("a", 2, model="other")], 0.0), ("take", "m", 0.0, None)],
+        [("grant", "e", [c("a", 2)], 0.0), ("take", "m", 0.6, None)],  # expired (ttl 0.5 s)
+        # the same epoch: counts carry over a new grant (limit 3 after 2 taken: one left)
+        [
+            ("grant", "e", [c("a", 2)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("take", "m", 0.0, "a"),
+            ("grant", "e", [c("a", 3)], 0.1),
+            ("take", "m", 0.1, "a"),
+            ("take", "m", 0.1, None),
+        ],
+        # a new epoch (scheduler restarted): counts start from zero
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("grant", "f", [c("a", 1)], 0.1),
+            ("take", "m", 0.1, "a"),
+        ],
+        # revoked: a replica left out of the grant gets nothing
+        [("grant", "e", [c("a", 2)], 0.0), ("grant", "e", [], 0.1), ("take", "m", 0.1, None)],
+        # a notice that failed gives its credit back (same epoch only)
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("back", "a", "e"),
+            ("take", "m", 0.0, "a"),
+        ],
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("back", "a", "old"),
+            ("take", "m", 0.0, None),
+        ],
+    ],
+)
+def test_ledger(steps: list[tuple]) -> None:
+    ledger = CreditLedger()
+    for step in steps:
+        if step[0] == "grant":
+            ledger.update(step[1], step[2], 0.5, step[3])
+        elif step[0] == "back":
+            ledger.give_back(step[1], step[2])
+        else:
+            got = ledger.take(step[1], step[2])
+            assert (got.application if got else None) == step[3], step
+
+
+@pytest.mark.parametrize(
+    ("grant", "takes", "now", "due"),
+    [
+        (None, 0, 0.0, True),  # never granted
+        ([c("a", 4)], 0, 0.1, False),
+        ([c("a", 4)], 0, 0.26, True),  # half the ttl passed
+        ([c("a", 1)], 1, 0.01, False),  # none left, but just asked: not at every request
+        ([c("a", 1)], 1, 0.06, True),  # none left and a tenth of the ttl passed
+    ],
+)
+def test_refresh_due(grant: list[Credit] | None, takes: int, now: float, due: bool) -> None:
+    ledger = CreditLedger()
+    if grant is not None:
+        ledger.update("e", grant, 0.5, 0.0)
+    for _ in range(takes):
+        ledger.take("m", 0.0)
+    assert ledger.refresh_due("m", now) is due
