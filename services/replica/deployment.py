@@ -19,9 +19,10 @@ from ray.serve import Application
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
 from services.replica.sim_engine import AsyncSimEngine
+from services.replica.slicing import SlicePlan, plan_slice, slice_finish_reason
 from services.replica.state_push import StatePushArgs, StatePusher
 from services.replica.streaming import coalesced
-from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request, WallClock
+from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
 from shared.rpc.convert import request_from_meta
@@ -168,21 +169,32 @@ class ReplicaDeployment:
         # ignore_eos forces the output length to max_tokens (the simulated engine plays it,
         # vLLM runs with SamplingParams.ignore_eos)
         forced = request.simulated_output_tokens or (meta.max_tokens if request.ignore_eos else 0)
-        req = request_from_meta(meta, forced or None)
+        # slice-level serving (slicing.py): this call runs one slice; 0/0 is the whole request
+        plan = plan_slice(
+            request_from_meta(meta, forced or None),
+            request.slice_tokens,
+            request.prior_output_tokens,
+        )
+        resumed_without_ids = plan.prior_output_tokens and not request.context_token_ids
+        if resumed_without_ids and self.args.engine == "vllm":
+            raise ValueError("context_token_ids: a resumed slice on vLLM needs its context ids")
         self._held.add(meta.request_id)
         self._pusher.start()  # from the first request on (no-op when push_state is off)
         try:
             # accept marker: an empty first chunk tells the caller this replica has the request
             yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
-            async for chunk in self._generate(req, request.prompt, parent):
+            context = list(request.context_token_ids) or None
+            async for chunk in self._generate(plan, request.prompt, context, parent):
                 yield chunk
         finally:
             self._held.discard(meta.request_id)
 
     async def _generate(
-        self, req: Request, prompt: str, parent: Any
+        self, plan: SlicePlan, prompt: str, context: list[int] | None, parent: Any
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        req, prior = plan.request, plan.prior_output_tokens
         meta_id = req.request_id
+        out_ids: list[int] = []
         with self._tracer.start_as_current_span("execution", context=parent) as span:
             span.set_attribute("slomesh.replica", self.args.application)
             span.set_attribute("slomesh.engine", self.args.engine)
@@ -190,7 +202,11 @@ class ReplicaDeployment:
             n = 0
             t0 = time.monotonic()
             first = t0
-            outputs = self.engine.generate(EngineRequest(req, prompt=prompt))
+            outputs = self.engine.generate(
+                EngineRequest(req, prompt_token_ids=context)
+                if context
+                else EngineRequest(req, prompt=prompt)
+            )
             async for chunk in coalesced(outputs, self.args.stream_interval_ms / 1e3):
                 if n == 0 and chunk.num_output_tokens > 0:
                     first = time.monotonic()
@@ -202,14 +218,20 @@ class ReplicaDeployment:
                     span.set_attribute("slomesh.finish_reason", chunk.finish_reason or "")
                 n = chunk.num_output_tokens
                 text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
-                yield replica_pb2.ReplicaChunk(
+                reason = slice_finish_reason(plan, chunk.finish_reason or "")
+                out = replica_pb2.ReplicaChunk(
                     request_id=meta_id,
                     text=text,
-                    output_tokens=chunk.num_output_tokens,
+                    output_tokens=prior + chunk.num_output_tokens,
                     finished=chunk.finished,
-                    finish_reason=chunk.finish_reason or "",
+                    finish_reason=reason,
                     time_unix_s=time.time(),
                 )
+                if plan.capped:
+                    out_ids.extend(chunk.token_ids)
+                    if reason == "slice" and chunk.prompt_token_ids is not None:
+                        out.context_token_ids.extend([*chunk.prompt_token_ids, *out_ids])
+                yield out
             span.set_attribute("slomesh.output_tokens", n)
 
     async def Evict(

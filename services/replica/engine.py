@@ -43,6 +43,9 @@ class TokenChunk:
     time_s: float
     finished: bool = False
     finish_reason: FinishReason | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
+    """On a last chunk, from engines with token ids (vLLM): the ids this call prefilled (the
+    prompt, or a resumed slice's context), so a slice can be resumed elsewhere."""
 
 
 def coalesce(chunks: list[TokenChunk]) -> TokenChunk:
@@ -60,6 +63,7 @@ def coalesce(chunks: list[TokenChunk]) -> TokenChunk:
         time_s=last.time_s,
         finished=last.finished,
         finish_reason=last.finish_reason,
+        prompt_token_ids=last.prompt_token_ids,
     )
 
 

@@ -70,8 +70,13 @@ class SchedulerDeployment:
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
             req = with_length_hint(request_from_meta(request.meta), request.prediction)
-            self.scaling.arrival(req, time.time())
-            decision = self.core.admit(req, time.time())
+            resumed = request.resume_output_tokens  # a slice ended: back to the batch pool
+            if resumed:
+                span.set_attribute("slomesh.resume_output_tokens", resumed)
+                decision = self.core.resume_slice(req, resumed, time.time())
+            else:
+                self.scaling.arrival(req, time.time())
+                decision = self.core.admit(req, time.time())
             self._dispatch()
             span.set_attribute("slomesh.policy", decision.policy)
             span.set_attribute("slomesh.admitted", decision.admitted)
@@ -102,6 +107,7 @@ class SchedulerDeployment:
                     application=rep.application, gpu=rep.gpu, model=rep.model
                 ),
                 policy=decision.policy,
+                slice_tokens=self.core.slice_tokens(req.request_id),
             )
 
     async def Report(

@@ -74,7 +74,7 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
         args = app.setdefault("args", {})
         if app["name"] == "scheduler":
             args["policy"] = stack.policy
-            args["policy_options"] = stack.policy_options
+            args["policy_options"] = live_policy_options(stack.policy, stack.policy_options)
             args["policy_label"] = stack.name
         elif app["name"].startswith("replica-"):
             key = "vllm" if args.get("engine") == "vllm" else "engine_config"
@@ -88,6 +88,21 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
                     update={"ttft_guard": False}
                 ).model_dump()
     return out
+
+
+LIVE_BATCHING_OPTIONS: dict[str, Any] = {"lengths": "hints", "min_interval_s": 0.5}
+"""What batch-forming stacks (scls, slo-odbs, slomesh-static) change live: they plan on each
+request's length hint (the ingress's prediction; the live scheduler has no predictor of its own)
+and re-form batches at least every 0.5 s instead of SCLS's Γ = 3 s (a CPU replica serves a
+slice in about a second). The replicas stay continuous-batching engines; each batch member runs
+one slice there (services/ingress/slicing.py)."""
+
+
+def live_policy_options(policy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """A stack's scheduler options as the live mesh runs them (LIVE_BATCHING_OPTIONS)."""
+    if policy != "batching" or options.get("lengths") == "true":
+        return dict(options)
+    return LIVE_BATCHING_OPTIONS | dict(options)
 
 
 _PROFILE_READERS = ("services.scheduler.deployment", "services.profiler.deployment")

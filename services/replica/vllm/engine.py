@@ -320,6 +320,11 @@ class VLLMEngine:
                 time_s=self.clock.now(),
                 finished=finished,
                 finish_reason=reason if finished else None,
+                prompt_token_ids=(
+                    tuple(stream.prompt_token_ids)
+                    if finished and stream.prompt_token_ids is not None
+                    else None
+                ),
             )
         )
 

@@ -26,6 +26,7 @@ from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.ttft_admission import TTFTAdmission
 from shared.domain import Request
+from shared.domain.engine import SliceEntry
 
 DROP_REASONS = (
     "no-replica",
@@ -101,6 +102,8 @@ class AdmissionCore:
         self.admitted = 0
         self.rejected = 0
         self.released = 0
+        self._continuing: set[str] = set()
+        """Requests back from a slice end (resume_slice): started streams, never expired."""
         self._probe_failures: dict[str, int] = {}
         """Admissions released by reconciliation (no report ever came)."""
 
@@ -171,6 +174,28 @@ class AdmissionCore:
             return AdmitDecision(True, None, policy=self.policy_label, queued=True)
         return AdmitDecision(True, chosen, policy=self.policy_label)
 
+    def resume_slice(self, request: Request, output_tokens: int, now_s: float) -> AdmitDecision:
+        """`request`'s slice ended unfinished after `output_tokens` tokens (slice-level serving):
+        it leaves its replica and goes back to the policy's pool with its context (prompt + those
+        tokens), keeping its arrival and deadlines (the booked Request when the scheduler still
+        has it). No admission rule applies: its stream has started. Answers like `admit`."""
+        rid = request.request_id
+        owner = self._owner.pop(rid, None)
+        booked = owner.forget(rid) if owner is not None else None
+        request = booked or request
+        self._continuing.add(rid)
+        self._enqueue(request)
+        entry = SliceEntry(request, output_tokens)
+        self.policy.on_slice_end(entry, owner.application if owner else "", now_s)
+        self._collect(now_s)
+        chosen = self._owner.get(rid)
+        return AdmitDecision(True, chosen, policy=self.policy_label, queued=chosen is None)
+
+    def slice_tokens(self, request_id: str) -> int:
+        """The slice budget of a placed request (0: no slice, run to the end)."""
+        owner = self._owner.get(request_id)
+        return owner.slice_tokens.get(request_id, 0) if owner is not None else 0
+
     def place_leased(self, request: Request, application: str, now_s: float) -> bool:
         """An ingress placed `request` on `application` with lease credits (leases.py) and tells
         of it now: it runs there already, so it is recorded in these books and the policy's
@@ -228,6 +253,7 @@ class AdmissionCore:
         self, request_id: str, output_tokens: int = 0, now_s: float = 0.0
     ) -> LiveReplica | None:
         """The request finished (or failed): free its place. Unknown ids are ignored."""
+        self._continuing.discard(request_id)
         owner = self._owner.pop(request_id, None)
         if owner is None:
             if self._dequeue(request_id) is not None:
@@ -263,7 +289,8 @@ class AdmissionCore:
         out = [
             rid
             for rid, r in self._queued.items()
-            if now_s >= min(r.ttft_deadline_abs_s - margin_s, r.arrival_s + self.max_queue_wait_s)
+            if rid not in self._continuing
+            and now_s >= min(r.ttft_deadline_abs_s - margin_s, r.arrival_s + self.max_queue_wait_s)
         ]
         for rid in out:
             self._dequeue(rid)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from services.scheduler.core.cluster_view import WorkItem
 from shared.domain import HardwareProfile, Request
-from shared.domain.engine import EngineStatus
+from shared.domain.engine import EngineStatus, SliceEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,8 @@ class LiveReplica:
     """When each in-flight or evicted request was placed here (its admission lease starts)."""
     healthy: bool = True
     """False while the replica does not answer Status: nothing is placed or pulled there."""
+    slice_tokens: dict[str, int] = field(default_factory=dict)
+    """Slice-level serving: each batch member's token budget for its current slice here."""
     engines: int = 1
     """Engines behind this application: a replica pool's running replicas (autoscaled by Serve;
     services/replica/pool.py). Its admission limit is that many times one replica's."""
@@ -94,9 +96,18 @@ class LiveReplica:
         self.placed_s[request.request_id] = now_s
         self.submitted.append(request)
 
+    def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
+        """A pre-formed batch for one slice (SCLS / SLO-ODBS on a continuous engine): its members
+        go here together, each capped at `iterations` output tokens; the ingress streams them and
+        hands an unfinished one back at its slice end (AdmissionCore.resume_slice)."""
+        for e in entries:
+            self.submit(e.request, now_s)
+            self.slice_tokens[e.request.request_id] = iterations
+
     def forget(self, request_id: str) -> Request | None:
         """Drop a finished (or abandoned) request from this replica's books."""
         self.placed_s.pop(request_id, None)
+        self.slice_tokens.pop(request_id, None)
         return self.in_flight.pop(request_id, None) or self.evicted.pop(request_id, None)
 
     def unheld(self, held: set[str], now_s: float, lease_s: float) -> list[str]:

@@ -38,5 +38,7 @@ class BatchingConfig(BaseModel):
     odbs_slack_limit: bool = True
     """slo-odbs (derived): rule (b), a batch may not grow past the smallest remaining slack of
     its savable members. Off: batches are bounded by memory and padding waste only."""
-    lengths: Literal["predicted", "true"] = "predicted"
-    """Output lengths the formers see: the online predictor's mean, or the true ones (oracle)."""
+    lengths: Literal["predicted", "true", "hints"] = "predicted"
+    """Output lengths the formers see: the online predictor's mean, the true ones (oracle), or
+    `hints`: each request's length hint (the live mesh: the ingress's prediction), a uniform prior
+    on [0, max_tokens] without one (no predictor needed)."""

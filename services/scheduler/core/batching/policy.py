@@ -23,7 +23,10 @@ from services.scheduler.core.batching.config import BatchingConfig
 from services.scheduler.core.batching.estimator import BatchEstimator
 from services.scheduler.core.batching.interval import adaptive_interval_s
 from services.scheduler.core.batching.registry import BATCH_FORMERS, BATCH_PLACERS
-from services.scheduler.core.batching.remaining_lengths import remaining_tokens
+from services.scheduler.core.batching.remaining_lengths import (
+    hinted_remaining_tokens,
+    remaining_tokens,
+)
 from services.scheduler.core.cluster_view import InstanceHandle, Rejector
 from services.scheduler.core.global_policy import GlobalPolicy
 from shared.domain import Request
@@ -33,7 +36,8 @@ from shared.domain.length_prediction import LengthPredictor
 
 @runtime_checkable
 class BatchInstance(InstanceHandle, Protocol):
-    """An instance that takes pre-formed batches (the simulator's static engines)."""
+    """An instance that takes pre-formed batches: the simulator's static engines, its continuous
+    engines in slice mode, and live replicas (each member's stream capped at the slice)."""
 
     def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None: ...
 
@@ -52,9 +56,9 @@ class BatchingPolicy(GlobalPolicy):
         """predictor: the length predictor the formers plan with (handed in by the composition
         root; required unless config.lengths is "true")."""
         self.cfg = config if config is not None else BatchingConfig()
-        if predictor is None and self.cfg.lengths != "true":
+        if predictor is None and self.cfg.lengths == "predicted":
             raise ValueError(
-                "batching policy: needs a length predictor unless lengths is 'true' "
+                "batching policy: needs a length predictor unless lengths is 'true' or 'hints' "
                 "(the composition root hands one in)"
             )
         self.former = BATCH_FORMERS.create(self.cfg.former)(self.cfg)
@@ -176,6 +180,8 @@ class BatchingPolicy(GlobalPolicy):
         left = r.max_tokens - e.output_tokens
         if self.cfg.lengths == "true":
             remaining = r.output_tokens_to_generate - e.output_tokens
+        elif self.cfg.lengths == "hints":
+            remaining = round(hinted_remaining_tokens(r, e.output_tokens))
         else:
             assert self.predictor is not None  # checked in __init__
             dist = self.predictor.predict(r)

@@ -9,6 +9,7 @@ bounds the number of re-batchings logarithmically.
 
 from __future__ import annotations
 
+from shared.domain import Request
 from shared.domain.length_distribution import LengthDistribution, bucket_lowers
 
 
@@ -28,3 +29,14 @@ def remaining_tokens(dist: LengthDistribution, done: int) -> float:
     if mass <= 0:
         return float(max(1, done))
     return max(1.0, total / mass)
+
+
+def hinted_remaining_tokens(request: Request, done: int) -> float:
+    """Expected output tokens still to come from the request's length hint (the live mesh's
+    prediction; a uniform prior on [0, max_tokens], mean max/2, without one): mean − done while
+    the mean is ahead, else doubling as above (>= 1)."""
+    hint = request.length_hint
+    mean = hint.mean_tokens if hint is not None else request.max_tokens / 2.0
+    if done < mean:
+        return max(1.0, mean - done)
+    return float(max(1, done))
