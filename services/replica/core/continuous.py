@@ -35,6 +35,12 @@ class ContinuousPlanner(Planner):
         self.guard(plan, now_s)
         if plan.rejected:
             head = st.waiting.peek(now_s)  # the guard may have turned the head away
+            if not st.running and head is not None and head.model != st.model:
+                # the new head needs another model: load it now (an IDLE plan here would leave
+                # the waiting work with no event to wake the engine again)
+                load = self.load_plan(head.model, now_s)
+                load.rejected = plan.rejected
+                return load
         if st.policy.evict_for_waiting and head is not None:
             self._evict_for_head(head, plan, now_s)
         made_room = len(plan.preempted)
