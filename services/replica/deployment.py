@@ -195,6 +195,7 @@ class ReplicaDeployment:
         req, prior = plan.request, plan.prior_output_tokens
         meta_id = req.request_id
         out_ids: list[int] = []
+        final: replica_pb2.ReplicaChunk | None = None
         with self._tracer.start_as_current_span("execution", context=parent) as span:
             span.set_attribute("slomesh.replica", self.args.application)
             span.set_attribute("slomesh.engine", self.args.engine)
@@ -231,8 +232,13 @@ class ReplicaDeployment:
                     out_ids.extend(chunk.token_ids)
                     if reason == "slice" and chunk.prompt_token_ids is not None:
                         out.context_token_ids.extend([*chunk.prompt_token_ids, *out_ids])
+                    if chunk.finished:  # sent once the engine let the id go: the next slice
+                        final = out  # of this request may come back here at once
+                        continue
                 yield out
             span.set_attribute("slomesh.output_tokens", n)
+        if final is not None:
+            yield final
 
     async def Evict(
         self,
