@@ -7,6 +7,13 @@ a 200 stream start or a rejection), hangs (no headers within --answer-s), 200 st
 with [DONE], rejections with Retry-After, TTFT attainment of admitted requests per SLO class,
 the RSS of the mesh's processes, and recovery: seconds after the load stops until a probe
 request succeeds again (probes at 2/s).
+
+The client is aiohttp (its HTTP parser is C): on 2 shared cores httpx cost the generator about
+a third of a core at 90 req/s, CPU the mesh then lacked. Times are wall clock from just before
+the request is sent: headers (answer or rejection) and the first content chunk (TTFT). A request
+without response headers within --answer-s is a hang. `--procs N` splits the arrivals over N
+processes (round robin over one Poisson stream) when one event loop falls behind; the report
+says how late the generator sent (`send_lag_ms`), so a slow generator shows.
 """
 
 from __future__ import annotations
@@ -14,54 +21,107 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import random
+import statistics
 import subprocess
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 SLO_S = {"interactive": 20.0, "batch-1": 60.0}
+MAX_TOKENS = (16, 64, 128)
 
 
 @dataclass
 class Outcome:
     cls: str
     sent_s: float
+    send_lag_s: float = 0.0
     headers_s: float | None = None
     status: int | None = None
     retry_after: bool = False
     ttft_s: float | None = None
     done: bool = False
+    openai_error: bool | None = None
+    """For an error status: whether its body is OpenAI's error JSON."""
     error: str = ""
 
 
-async def _one(c: httpx.AsyncClient, model: str, cls: str, t0: float, answer_s: float) -> Outcome:
+async def _one(
+    session: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    cls: str,
+    max_tokens: int,
+    answer_s: float,
+    o: Outcome,
+) -> Outcome:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "summarise this: " + "word " * 40}],
-        "max_tokens": random.choice([16, 64, 128]),
+        "max_tokens": max_tokens,
         "stream": True,
         "slo": cls,
     }
-    o = Outcome(cls, time.time() - t0)
     start = time.time()
     try:
-        async with c.stream(
-            "POST", "/v1/chat/completions", json=body, timeout=httpx.Timeout(answer_s)
-        ) as r:
-            o.headers_s, o.status = time.time() - start, r.status_code
-            o.retry_after = "retry-after" in r.headers
-            async for line in r.aiter_lines():
-                if line.startswith("data:") and o.ttft_s is None and '"content"' in line:
+        r = await asyncio.wait_for(session.post(url, json=body), answer_s)
+    except (TimeoutError, aiohttp.ClientError) as err:
+        o.error = type(err).__name__
+        return o
+    o.headers_s, o.status = time.time() - start, r.status
+    o.retry_after = "Retry-After" in r.headers
+    try:
+        async with r:
+            if r.status >= 400:
+                o.openai_error = _openai_shaped(await r.read())
+                return o
+            async for line in r.content:
+                if o.ttft_s is None and line.startswith(b"data:") and b'"content"' in line:
                     o.ttft_s = time.time() - start
-                if line.strip() == "data: [DONE]":
+                if line.strip() == b"data: [DONE]":
                     o.done = True
-    except httpx.HTTPError as err:
+    except (TimeoutError, aiohttp.ClientError) as err:
         o.error = type(err).__name__
     return o
+
+
+def _openai_shaped(body: bytes) -> bool:
+    try:
+        error = json.loads(body)["error"]
+        return {"message", "type", "param", "code"} <= set(error)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _session(answer_s: float) -> aiohttp.ClientSession:
+    # sock_read: a started stream that sends nothing for answer_s is cut (counted not done)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=answer_s)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout)
+
+
+async def _load(
+    host: str, model: str, plan: list[tuple[float, str, int]], t0: float, answer_s: float
+) -> list[Outcome]:
+    """Send each planned request (offset from t0 in s, class, max_tokens) on time."""
+    url = host + "/v1/chat/completions"
+    async with _session(answer_s) as session:
+        tasks = []
+        for at, cls, max_tokens in plan:
+            await asyncio.sleep(max(0.0, t0 + at - time.time()))
+            o = Outcome(cls, at, send_lag_s=time.time() - (t0 + at))
+            tasks.append(
+                asyncio.create_task(_one(session, url, model, cls, max_tokens, answer_s, o))
+            )
+        return list(await asyncio.gather(*tasks))
+
+
+def _child(job: tuple[str, str, list[tuple[float, str, int]], float, float]) -> list[dict]:
+    return [asdict(o) for o in asyncio.run(_load(*job))]
 
 
 def _mesh_rss_mb() -> float:
@@ -72,43 +132,61 @@ def _mesh_rss_mb() -> float:
     )
 
 
-async def _recovery(c: httpx.AsyncClient, model: str, limit_s: float) -> float | None:
+async def _recovery(host: str, model: str, limit_s: float) -> float | None:
     t0 = time.time()
-    while time.time() - t0 < limit_s:
-        o = await _one(c, model, "interactive", t0, 10.0)
-        if o.status == 200 and o.done:
-            return time.time() - t0
-        await asyncio.sleep(0.5)
+    url = host + "/v1/chat/completions"
+    async with _session(10.0) as session:
+        while time.time() - t0 < limit_s:
+            o = await _one(session, url, model, "interactive", 16, 10.0, Outcome("probe", 0.0))
+            if o.status == 200 and o.done:
+                return time.time() - t0
+            await asyncio.sleep(0.5)
     return None
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    rng = random.Random(args.seed)
-    random.seed(args.seed)
-    limits = httpx.Limits(max_connections=4000, max_keepalive_connections=200)
+def plan_arrivals(
+    rate: float, seconds: float, interactive: float, seed: int
+) -> list[tuple[float, str, int]]:
+    """Open-loop Poisson arrivals: (offset s, SLO class, max_tokens) each, seeded."""
+    rng = random.Random(seed)
+    plan, t = [], 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= seconds:
+            return plan
+        cls = "interactive" if rng.random() < interactive else "batch-1"
+        plan.append((t, cls, rng.choice(MAX_TOKENS)))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    plan = plan_arrivals(args.rate, args.seconds, args.interactive, args.seed)
     rss_before = _mesh_rss_mb()
-    async with httpx.AsyncClient(base_url=args.host, limits=limits) as c:
-        t0 = time.time()
-        tasks, t = [], 0.0
-        while t < args.seconds:
-            t += rng.expovariate(args.rate)
-            await asyncio.sleep(max(0.0, t0 + t - time.time()))
-            cls = "interactive" if rng.random() < args.interactive else "batch-1"
-            tasks.append(asyncio.create_task(_one(c, args.model, cls, t0, args.answer_s)))
-        rss_peak = _mesh_rss_mb()
+    t0 = time.time() + 1.0  # every process starts on the same clock
+    jobs = [
+        (args.host, args.model, plan[i :: args.procs], t0, args.answer_s) for i in range(args.procs)
+    ]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.procs) as pool:
+        pending = pool.map_async(_child, jobs)
+        rss_peak = rss_before
+        while time.time() < t0 + args.seconds:
+            time.sleep(min(2.0, max(0.0, t0 + args.seconds - time.time())))
+            rss_peak = max(rss_peak, _mesh_rss_mb())
         load_end = time.time()
-        recovery = await _recovery(c, args.model, 60.0)
+        recovery = asyncio.run(_recovery(args.host, args.model, 60.0))
         recovery_from_end = None if recovery is None else time.time() - load_end
-        results: list[Outcome] = list(await asyncio.gather(*tasks))
+        results = [Outcome(**d) for part in pending.get() for d in part]
     admitted = [o for o in results if o.status == 200]
     att = {}
     for cls, slo in SLO_S.items():
         xs = [o for o in admitted if o.cls == cls]
         ok = sum(1 for o in xs if o.done and o.ttft_s is not None and o.ttft_s <= slo)
         att[cls] = round(100.0 * ok / len(xs), 1) if xs else None
+    lags = sorted(o.send_lag_s for o in results) or [0.0]
     return {
         "rate": args.rate,
         "seconds": args.seconds,
+        "procs": args.procs,
         "sent": len(results),
         "answered_within_s": sum(1 for o in results if o.headers_s is not None),
         "hangs": sum(1 for o in results if o.headers_s is None),
@@ -118,12 +196,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rejected_with_retry_after": sum(
             1 for o in results if o.status in (429, 503) and o.retry_after
         ),
+        "errors_openai_shaped": sum(1 for o in results if o.openai_error),
+        "errors_not_openai_shaped": sum(1 for o in results if o.openai_error is False),
         "ttft_attainment_admitted_pct": att,
+        "answer_p99_s": _p(sorted(o.headers_s for o in results if o.headers_s is not None), 0.99),
+        "send_lag_ms": {
+            "p50": round(1e3 * statistics.median(lags), 1),
+            "p99": round(1e3 * _p(lags, 0.99), 1),
+            "max": round(1e3 * lags[-1], 1),
+        },
         "recovery_s_after_load": None if recovery_from_end is None else round(recovery_from_end, 1),
-        "mesh_rss_mb": {"before": round(rss_before), "during": round(rss_peak)},
+        "mesh_rss_mb": {"before": round(rss_before), "peak_during": round(rss_peak)},
         "answer_s": args.answer_s,
         "outcomes": [asdict(o) for o in results] if args.keep else None,
     }
+
+
+def _p(xs: list[float], q: float) -> float:
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else 0.0
 
 
 def main() -> int:
@@ -135,10 +225,11 @@ def main() -> int:
     ap.add_argument("--interactive", type=float, default=0.7, help="share of interactive")
     ap.add_argument("--answer-s", type=float, default=10.0, help="a hang: no headers by then")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--procs", type=int, default=1, help="load-generator processes")
     ap.add_argument("--out", help="write the report as JSON")
     ap.add_argument("--keep", action="store_true", help="keep every request's outcome in --out")
     args = ap.parse_args()
-    report = asyncio.run(run(args))
+    report = run(args)
     outcomes = report.pop("outcomes")
     print(json.dumps(report, indent=1))
     if args.out:

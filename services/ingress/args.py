@@ -66,6 +66,11 @@ class IngressArgs(BaseModel):
     max_admitting_requests: int = Field(1024, ge=1)
     """Requests this ingress replica holds in admission at once (predict + scheduler queue);
     beyond it new requests are answered 429 with Retry-After before any internal call."""
+    reject_hold_off_s: float = Field(0.25, ge=0)
+    """After the scheduler rejects a request because its queue cannot take it
+    (deadline-infeasible, queue-full, sheddable-saturated), requests with the same
+    model, TTFT objective and band are answered 429 at once for this long (capped by that
+    Retry-After), without a predictor or scheduler call (core/reject_gate.py); 0 disables."""
     accept_retries: int = Field(2, ge=0)
     """A stream its replica does not accept (no token sent yet) is admitted again this many
     times, within its TTFT deadline, before it fails with an error event."""

@@ -14,12 +14,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from services.ingress.admission_gate import AdmissionGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
 from services.ingress.core.errors import APIError, overloaded, scheduler_rejection, server_error
@@ -35,6 +35,7 @@ from services.ingress.core.request_meta import (
 from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
 from services.ingress.observer import NullObserver, RequestObserver
+from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
 from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed, MeshClient
@@ -71,19 +72,14 @@ class Pipeline:
         self.client = MeshClient(
             args.grpc_target, timeout_s=args.call_timeout_s, transport=args.transport
         )
-        self._tokenizers: dict[str, Any] = {}
+        self._tokenizers = load_tokenizers(args.models)
         self._tracer = tracer("ingress")
         self._background: set[asyncio.Task[None]] = set()
         self.admitting = 0
         self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
-        for m in args.models:
-            if m.tokenizer:
-                from transformers import AutoTokenizer
-
-                path = str(Path(m.tokenizer).expanduser())
-                self._tokenizers[m.name] = AutoTokenizer.from_pretrained(path)
+        self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
 
     def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
         if isinstance(body, CompletionRequest):
@@ -173,6 +169,7 @@ class Pipeline:
                 config=self.args.admission,
             )
             req = ten.apply(req, self._class_ttfts)
+            self.gate.check(req)  # 429 at once while the scheduler's last "no" holds
             req = with_prompt_prefix(req, prompt, self._tokenizers.get(body.model))
             try:
                 self._rate_limiter.admit(principal.tokens_per_minute, req, time.monotonic())
@@ -194,6 +191,7 @@ class Pipeline:
                 # admitted it: release the place; Report of an unknown id is a no-op
                 self._report(req, common_pb2.ReplicaRef(), 0.0, time.time(), 0, "abort")
                 raise
+            self.gate.observe(req, reply)
             span.set_attribute("slomesh.admitted", reply.admitted)
             if not reply.admitted:
                 span.set_attribute("slomesh.reject_reason", reply.reason)

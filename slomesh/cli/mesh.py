@@ -33,6 +33,17 @@ environment): a deployment's code runs on its replica's own event loop, and a ha
 on its caller's loop, instead of one extra thread each with a cross-thread hand-off per request
 and per streamed message (two of the knobs Serve's RAY_SERVE_THROUGHPUT_OPTIMIZED sets)."""
 
+MESH_PROCESS_ENV = {
+    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "services.ingress.proxy_errors:proxy_middlewares",
+    "RAY_worker_niceness": "0",
+}
+"""Settings of the mesh's Ray processes (issue 17; each may be overridden from the environment).
+The HTTP proxy runs services/ingress/proxy_errors.py, so its own 429/503/500 answers come in
+OpenAI's error JSON like the ingress's. Ray starts its workers (every Serve replica and proxy)
+15 nice levels below their parent, so any other process on the host, a load generator
+included, takes the CPU from the serving path under load: the mesh runs at its parent's
+niceness instead (`nice -n 10 slomesh up` still lowers it)."""
+
 
 def _deploy_dir() -> Path:
     """deploy/ray of the checkout this package runs from (an editable install), so the
@@ -220,7 +231,7 @@ def start(
     check_ports_free(config)
     ensure_mesh_token()
     os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"  # our proxies never share a port
-    for key, value in SERVE_HOT_PATH_ENV.items():
+    for key, value in (SERVE_HOT_PATH_ENV | MESH_PROCESS_ENV).items():
         os.environ.setdefault(key, value)  # inherited by Ray's processes
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
     # shares the real cores among them
