@@ -137,6 +137,9 @@ class ContinuousPlanner(Planner):
             if seq.is_done:
                 st.finish(seq, plan.end_s)
                 result.finished.append(seq)
+            elif seq.num_output_tokens >= (seq.slice_end_tokens or seq.target_output_tokens):
+                st.leave_slice(seq)  # slice mode: back to the global pool (state.add_slice)
+                result.sliced.append(seq)
         return result
 
 

@@ -80,13 +80,13 @@ class SimEngineCore:
             )
 
     def add_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
-        """Queue a pre-formed batch for one slice of `iterations` decode steps (static mode).
+        """Queue a pre-formed batch for one slice of `iterations` decode steps.
 
         Members that finish are returned as finished; the others leave the engine at the end of
-        the slice (StepResult.sliced) for the global pool to batch again.
+        the slice (StepResult.sliced) for the global pool to batch again. A static engine runs
+        the batch as one padded unit; a continuous engine admits the members through its
+        waiting queue and each leaves after `iterations` tokens (SchedulerState.add_slice).
         """
-        if self.config.mode != "static":
-            raise ValueError(f"instance {self.name}: add_batch needs a static-mode engine")
         if not entries or iterations < 1:
             raise ValueError("add_batch: entries must be non-empty and iterations >= 1")
         ids = [e.request.request_id for e in entries]
@@ -98,7 +98,10 @@ class SimEngineCore:
             if e.request.model not in self.tiers.profiles:
                 raise ValueError(f"instance {self.name} cannot serve model '{e.request.model}'")
             self.check_fits(e.request)
-        self._state.add_batch(entries, iterations, now_s)
+        if self.config.mode == "static":
+            self._state.add_batch(entries, iterations, now_s)
+        else:
+            self._state.add_slice(entries, iterations, now_s)
 
     def abort(self, request_id: str) -> bool:
         """Stop a request wherever it is and free its KV. False if unknown or already done."""

@@ -112,6 +112,19 @@ class SchedulerState:
             seqs.append(seq)
         self.batches.append((seqs, iterations))
 
+    def add_slice(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
+        """Continuous engines in slice mode (SCLS for continuous batching, as the live mesh
+        serves it): each member joins the waiting queue with its context (prompt + the tokens of
+        earlier slices, prefilled again) and leaves once it produced `iterations` more tokens."""
+        for e in entries:
+            seq = self.add(e.request, now_s)
+            seq.num_output_tokens = e.output_tokens
+            seq.first_token_s = e.first_token_s
+            seq.preemptions = e.preemptions
+            seq.slice_end_tokens = e.output_tokens + iterations
+            self.outstanding_out -= e.output_tokens
+            self.uncomputed += e.output_tokens
+
     def abort(self, request_id: str) -> bool:
         """Stop a request wherever it is and free its KV. False if unknown or already done."""
         seq = self.seqs.get(request_id)

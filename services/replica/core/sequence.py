@@ -46,6 +46,7 @@ class Sequence:
     key: tuple[float, ...] = field(default=())
     queue_token: int = -1  # identifies this sequence's live entry in the waiting heap
     cached_prompt_tokens: int = 0  # prompt tokens the prefix cache served when it was added
+    slice_end_tokens: int | None = None  # continuous slice mode: leave at this many outputs
 
     @property
     def request_id(self) -> str:

@@ -147,7 +147,7 @@ def test_sliced_request_continues_in_a_later_batch_to_its_true_length(h):
 @pytest.mark.parametrize(
     ("mode", "entries", "iterations", "match"),
     [
-        ("continuous", 1, 4, "static"),
+        ("continuous", 0, 4, "non-empty"),
         ("static", 0, 4, "non-empty"),
         ("static", 1, 0, "iterations"),
     ],
@@ -241,3 +241,42 @@ def test_queued_batch_members_count_as_waiting(h) -> None:
     core = h.core(1000, mode="static")
     core.add_batch([SliceEntry(h.request(r, 10, 5)) for r in ("a", "b")], 4, 0.0)
     assert core.status().waiting == 2 and core.has_work
+
+
+@pytest.mark.parametrize(
+    ("iterations", "finished", "sliced"),
+    [
+        (4, ["a", "c"], {"b": 4}),
+        (2, ["a"], {"b": 2, "c": 2}),
+        (12, ["a", "b", "c"], {}),
+    ],
+)
+def test_continuous_slice_mode_members_leave_after_their_slice(h, iterations, finished, sliced):
+    """SCLS for continuous batching (the live mesh's mode): members join the running batch
+    through the waiting queue and each leaves on its own once it made `iterations` tokens."""
+    core = h.core(4096, block_size_tokens=1)
+    reqs = [h.request("a", 10, 2), h.request("b", 20, 10), h.request("c", 5, 3)]
+    core.add_batch([SliceEntry(r) for r in reqs], iterations, 0.0)
+    result = run(core)
+    assert sorted(result.finished()) == finished
+    assert {rid: s.num_output_tokens for rid, s in result.sliced().items()} == sliced
+    assert_empty(core)
+
+
+def test_continuous_slice_resumes_with_its_context_and_finishes(h):
+    core = h.core(4096, block_size_tokens=1)
+    long = h.request("long", 20, 10)
+    core.add_batch([SliceEntry(long)], 4, 0.0)
+    first = run(core)
+    assert first.sliced()["long"].num_output_tokens == 4
+    t = first.steps[-1].plan.end_s
+    core.add_batch([SliceEntry(long, 4, first.sliced()["long"].first_token_s)], 4, t)
+    assert core.status().pending_prefill_tokens == 24  # prompt + the 4 tokens so far
+    second = run(core, t)
+    assert second.steps[0].chunks == [("long", 24)]
+    assert second.sliced()["long"].num_output_tokens == 8
+    t = second.steps[-1].plan.end_s
+    core.add_batch([SliceEntry(long, 8)], 4, t)
+    third = run(core, t)
+    assert third.finished()["long"].num_output_tokens == 10  # its true length, not the slice
+    assert_empty(core)

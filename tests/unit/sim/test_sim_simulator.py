@@ -41,6 +41,9 @@ BATCHING_STACKS = [
     "slo-dbs",
     "odbs",
     "fifo-batching",
+    "scls-continuous",
+    "slo-odbs-continuous",
+    "fifo-batching-continuous",
 ]
 SLOMESH_STACKS = [
     "slomesh",

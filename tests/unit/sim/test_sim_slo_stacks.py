@@ -22,8 +22,15 @@ from slomesh.bench.scenarios import SCENARIOS
 from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.simulator import Simulator
 
-STACKS_UNDER_TEST = ["scorpio", "scls", "slo-odbs", "fifo-batching"]
-BATCHING = ["scls", "slo-odbs", "fifo-batching"]
+STACKS_UNDER_TEST = [
+    "scorpio",
+    "scls",
+    "slo-odbs",
+    "fifo-batching",
+    "scls-continuous",
+    "slo-odbs-continuous",
+]
+BATCHING = ["scls", "slo-odbs", "fifo-batching", "scls-continuous", "slo-odbs-continuous"]
 
 
 @cache
@@ -87,6 +94,8 @@ def test_stack_same_seed_same_records(sims, smoke, stack):
         ("scls", "static", False),
         ("slo-odbs", "static", False),
         ("fifo-batching", "static", False),
+        ("scls-continuous", "continuous", False),  # the live mesh's slice mode
+        ("slo-odbs-continuous", "continuous", False),
     ],
 )
 def test_stack_configures_its_engines(sims, smoke, stack, mode, scorpio):
