@@ -140,3 +140,15 @@ def test_the_proxy_callback_returns_starlette_middleware() -> None:
 
     (middleware,) = validate_http_proxy_callback_return(proxy_middlewares())
     assert middleware.cls is OpenAIErrorBodies
+
+
+def test_slomesh_up_points_the_proxy_at_this_callback() -> None:
+    from ray.serve._private.http_util import validate_http_proxy_callback_return
+    from ray.serve._private.utils import call_function_from_import_path
+
+    from slomesh.cli.mesh import MESH_PROCESS_ENV
+
+    path = MESH_PROCESS_ENV["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"]
+    (middleware,) = validate_http_proxy_callback_return(call_function_from_import_path(path))
+    assert middleware.cls is OpenAIErrorBodies
+    assert MESH_PROCESS_ENV["RAY_worker_niceness"] == "0"
