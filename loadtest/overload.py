@@ -23,6 +23,7 @@ import asyncio
 import json
 import multiprocessing
 import random
+import resource
 import statistics
 import subprocess
 import time
@@ -205,11 +206,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p99": round(1e3 * _p(lags, 0.99), 1),
             "max": round(1e3 * lags[-1], 1),
         },
+        "generator_cpu_s": round(_cpu_s(), 1),
         "recovery_s_after_load": None if recovery_from_end is None else round(recovery_from_end, 1),
         "mesh_rss_mb": {"before": round(rss_before), "peak_during": round(rss_peak)},
         "answer_s": args.answer_s,
         "outcomes": [asdict(o) for o in results] if args.keep else None,
     }
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished load processes (the generator's share)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _p(xs: list[float], q: float) -> float:
