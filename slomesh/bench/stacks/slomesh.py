@@ -20,7 +20,12 @@ from slomesh.bench.stacks.base import StackConfig
 from slomesh.bench.stacks.batching import SCLS
 
 FLAGSHIP_QLM_OPTIONS: dict[str, object] = {
-    "tight": {"direct_max_ttft_s": 3600.0, "active_model_only": True, "yield_to_swaps": True},
+    "tight": {
+        "direct_max_ttft_s": 3600.0,
+        "active_model_only": True,
+        "yield_to_swaps": True,
+        "single_model_only": True,
+    },
     "eviction": {"weigh_cost": True},
 }
 """QLM options of the flagship (issue 15, services/scheduler/core/qlm/tight_classes.py): a request
@@ -28,7 +33,10 @@ of any preset class (TTFT SLO up to an hour) whose model is loaded on an instanc
 to the least-loaded such engine, whose EDF queue and SCORPIO guards order and reject it; only
 requests whose model is loaded nowhere, or that would go to an instance with another model's
 group queued (its planned swap goes first), wait in QLM's virtual queues, where the planner
-batches model swaps (qlm-wc, 300-request probes: 1.44 r/s on seed 0 without yielding, 2.13 with).
+batches model swaps. On an instance that serves several models (qlm-wb, qlm-wc) nothing is
+dispatched directly (`single_model_only`): QLM's planner must see all of that instance's work to
+batch the swaps (qlm-wc, 300-request probes: 5.36 r/s median with every request queued, 3.44 with
+direct dispatch to the loaded model, notes/issue-15-flagship.md).
 Measured (notes/issue-15.md): holding requests in QLM's queues behind the 4-request
 window cost capacity on the single-model scenarios (qlm-wa 7.59 r/s against scorpio's 8.44 with
 classes up to 30 s direct and batch classes queued; 8.44 with all direct). Eviction goes ahead

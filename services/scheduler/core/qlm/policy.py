@@ -28,7 +28,7 @@ from services.scheduler.core.qlm.rwt_error import RWTErrorTracker
 from services.scheduler.core.qlm.serving_operations import Placed, ServingOps
 from services.scheduler.core.qlm.shedding import Shedding
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
-from services.scheduler.core.qlm.tight_classes import choose_direct, is_tight, swap_pending
+from services.scheduler.core.qlm.tight_classes import choose_direct, direct_candidates, is_tight
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
 from shared.domain import Request
 from shared.domain.length_prediction import LengthPredictor
@@ -89,6 +89,7 @@ class QLMPolicy(GlobalPolicy):
         self._last_plan_s = -math.inf
         self._accepted_late: set[str] = set()
         self._snapshot_taken = False
+        self._models_seen: set[str] = set()
 
     # ---- GlobalPolicy hooks ---------------------------------------------------------------------
     def on_arrival(
@@ -107,6 +108,7 @@ class QLMPolicy(GlobalPolicy):
             return
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
+        self._models_seen.add(request.model)  # tight.single_model_only
         tight = self.cfg.tight
         contended = self.selector.contended(request)  # tenants or bands to choose between
         direct = (
@@ -253,16 +255,12 @@ class QLMPolicy(GlobalPolicy):
     def _direct_candidates(
         self, request: Request, instances: Sequence[InstanceHandle]
     ) -> list[InstanceHandle]:
-        """Instances a tight request may go to directly (tight.yield_to_swaps: none with a swap
-        planned in its virtual queue)."""
-        if not self.cfg.tight.yield_to_swaps:
-            return list(instances)
+        """Instances a tight request may go to directly (tight_classes.direct_candidates)."""
         models = {
             name: [self.grouper.group(g).model for g in self.vqs.order(name)]
             for name in self.vqs.names()
         }
-        busy = swap_pending(models, request.model)
-        return [i for i in instances if i.name not in busy]
+        return direct_candidates(self.cfg.tight, request, instances, models, self._models_seen)
 
     def _eligible(self, group: RequestGroup) -> list[str]:
         pinned = self._pinned.get(group.group_id)

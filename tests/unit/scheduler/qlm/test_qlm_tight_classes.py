@@ -12,6 +12,7 @@ from services.scheduler.core.qlm.tight_classes import (
     EvictionCostConfig,
     TightClassConfig,
     choose_direct,
+    direct_candidates,
     eviction_pays,
     is_tight,
     swap_pending,
@@ -161,3 +162,38 @@ def test_direct_dispatch_yields_to_a_planned_swap(fakes, yield_to_swaps, direct)
     assert inst.submitted == [] and len(p.grouper) == 1
     p.on_arrival(req("m0", CHAT, model="m"), [inst], rej, 0.0)
     assert ([r.request_id for r in inst.submitted] == ["m0"]) is direct
+
+
+@pytest.mark.parametrize(
+    ("cfg", "queues", "seen", "expected"),
+    [
+        # instances: a serves m only, b serves m and x; b's virtual queue holds an x group
+        ({}, {}, {"m", "x"}, ["a", "b"]),
+        ({"single_model_only": True}, {}, {"m", "x"}, ["a"]),
+        ({"single_model_only": True}, {}, {"m"}, ["a", "b"]),  # x never seen: b never swaps
+        ({"yield_to_swaps": True}, {"b": ["x"]}, {"m", "x"}, ["a"]),
+        ({"yield_to_swaps": True}, {"a": ["m"], "b": ["m"]}, {"m", "x"}, ["a", "b"]),
+    ],
+)
+def test_direct_candidates_single_model_and_planned_swaps(fakes, cfg, queues, seen, expected):
+    insts = [
+        fakes.instance("a", models=("m",), active_model="m"),
+        fakes.instance("b", models=("m", "x"), active_model="m"),
+    ]
+    out = direct_candidates(TightClassConfig(**cfg), req("r", CHAT), insts, queues, seen)
+    assert [i.name for i in out] == expected
+
+
+@pytest.mark.parametrize(("single_model_only", "direct"), [(False, True), (True, False)])
+def test_direct_dispatch_only_to_single_model_instances(fakes, single_model_only, direct):
+    """Regression (issue 15, qlm-wc): on instances that serve several models every request
+    stays in QLM's queues, so its planner sees all the work it batches into swaps."""
+    inst = fakes.instance("i0", models=("m", "x"), active_model="m")
+    tight = {"direct_max_ttft_s": 3600.0, "active_model_only": True}
+    p = policy(tight=tight | {"single_model_only": single_model_only})
+    rej = fakes.rejector()
+    p.on_arrival(req("x0", BATCH2, model="x"), [inst], rej, 0.0)  # x seen: i0 may swap
+    p.on_finish(req("x0", BATCH2, model="x"), "i0", 32, 0.5)  # x0 pulled and done
+    p.on_arrival(req("m0", CHAT, model="m"), [inst], rej, 1.0)
+    assert (p.ops.direct_dispatches == 1) is direct
+    assert "m0" in [r.request_id for r in inst.submitted]  # pulled at once when not direct
