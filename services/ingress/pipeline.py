@@ -1,18 +1,20 @@
 """One request's trip through the mesh, framework-free: the ingress deployment's HTTP routes and
 gRPC method both drive it.
 
-Hot path (3 gRPC hops, all through Serve's gRPC proxy): predictor.Predict -> scheduler.Admit ->
-replica.Generate (stream). The scheduler only sees metadata; the prompt goes to the replica.
-Completion reports (scheduler.Report, predictor.Observe) leave the hot path as background tasks.
+Hot path: with a lease credit for a replica of the model (fast_path.py, while the cluster has
+headroom) straight to replica.Generate (stream), predictor.Predict and scheduler.Place following
+in the background; without one, predictor.Predict -> scheduler.Admit (QLM queueing) ->
+replica.Generate. The scheduler only sees metadata; the prompt goes to the replica. Completion
+reports (scheduler.Report, predictor.Observe) leave the hot path as background tasks. The
+replica stream's relay is relay.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ from opentelemetry import trace
 from services.ingress.admission_gate import AdmissionGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
-from services.ingress.core.errors import APIError, overloaded, scheduler_rejection, server_error
+from services.ingress.core.errors import APIError, overloaded, scheduler_rejection
 from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
 from services.ingress.core.prompt_prefix import with_prompt_prefix
 from services.ingress.core.rate_limit import TokenRateLimiter
@@ -34,10 +36,11 @@ from services.ingress.core.request_meta import (
 )
 from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
+from services.ingress.fast_path import FastPath
 from services.ingress.observer import NullObserver, RequestObserver
+from services.ingress.relay import StreamRelay
 from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
-from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
@@ -64,7 +67,7 @@ class Admitted:
     chunks: AsyncIterator[replica_pb2.ReplicaChunk]
 
 
-class Pipeline:
+class Pipeline(StreamRelay):
     def __init__(self, args: IngressArgs, observer: RequestObserver | None = None) -> None:
         self.args = args
         self.observer: RequestObserver = observer or NullObserver()
@@ -79,6 +82,7 @@ class Pipeline:
         self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
+        self.fast = FastPath(self.client)  # lease credits: the scheduler grants them or not
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
 
     def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
@@ -180,24 +184,7 @@ class Pipeline:
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
             span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
-            prediction = await self._predict(meta, prompt)
-            span.set_attribute("slomesh.predicted_mean_tokens", prediction.mean_tokens)
-            try:
-                reply = await self._admit_call(
-                    scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
-                )
-            except BaseException:
-                # cancelled (client gone) or failed while the scheduler may already have
-                # admitted it: release the place; Report of an unknown id is a no-op
-                self._report(req, common_pb2.ReplicaRef(), 0.0, time.time(), 0, "abort")
-                raise
-            self.gate.observe(req, reply)
-            span.set_attribute("slomesh.admitted", reply.admitted)
-            if not reply.admitted:
-                span.set_attribute("slomesh.reject_reason", reply.reason)
-                self.observer.rejected(slo.class_name, reply.reason)
-                raise scheduler_rejection(reply.reason, reply.retry_after_s, reply.drop_reason)
-            span.set_attribute("slomesh.replica", reply.replica.application)
+            reply, admit_msg = await self._place(req, meta, prompt, span)
         token = otel_context.attach(ctx)  # the replica's `execution` span joins this trace
         try:
             headers = trace_headers()
@@ -210,94 +197,43 @@ class Pipeline:
             return self.client.stream(app, "replica", "Generate", generate, trace_headers=headers)
 
         async def readmit() -> Any:
-            return await self._admit_call(
-                scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
-            )
+            return await self._admit_call(admit_msg)
 
         root.set_attribute("slomesh.request_id", req.request_id)
         stream = self._stream(req, reply.replica, open_stream, readmit, root)
         return Admitted(req, prompt, reply.replica.application, stream)
 
-    async def _stream(
-        self,
-        req: Request,
-        replica: common_pb2.ReplicaRef,
-        open_stream: Callable[[str], AsyncIterator[replica_pb2.ReplicaChunk]],
-        readmit: Callable[[], Awaitable[Any]],
-        root: trace.Span,
-    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
-        first = finish = 0.0
-        tokens, reason = 0, "abort"
-        call = open_stream(replica.application)
+    async def _place(
+        self, req: Request, meta: common_pb2.RequestMeta, prompt: str, span: trace.Span
+    ) -> tuple[Any, scheduler_pb2.AdmitRequest]:
+        """Where the request runs: on a lease credit at once (fast_path.py: the prediction and
+        the scheduler's notice follow in the background), else Predict, then Admit (which may
+        queue it: QLM). Raises APIError on a rejection."""
+        replica = self.fast.take(req.model)
+        if replica is not None:
+            span.set_attribute("slomesh.fast_path", True)
+            span.set_attribute("slomesh.replica", replica.application)
+            self.fast.notify(meta, self._predict(meta, prompt), replica)
+            reply = scheduler_pb2.AdmitReply(admitted=True, replica=replica)
+            return reply, scheduler_pb2.AdmitRequest(meta=meta)
+        prediction = await self._predict(meta, prompt)
+        span.set_attribute("slomesh.predicted_mean_tokens", prediction.mean_tokens)
+        admit_msg = scheduler_pb2.AdmitRequest(meta=meta, prediction=prediction)
         try:
-            for attempt in range(self.args.accept_retries + 1):
-                try:
-                    await self._accepted(call, replica.application)
-                    break
-                except CallFailed:
-                    # no token was sent yet: give the seat back and admit it again (the
-                    # scheduler places it elsewhere once the replica is marked unhealthy)
-                    await call.aclose()  # type: ignore[attr-defined]
-                    if attempt == self.args.accept_retries or time.time() > (
-                        req.ttft_deadline_abs_s
-                    ):
-                        raise
-                    await self._release_now(req, replica)
-                    reply = await readmit()
-                    if not reply.admitted:
-                        raise CallFailed(replica.application, "UNAVAILABLE", reply.reason) from None
-                    replica = reply.replica
-                    root.set_attribute("slomesh.readmitted", attempt + 1)
-                    call = open_stream(replica.application)
-            async for chunk in call:
-                if not first and chunk.output_tokens:
-                    first = time.time()
-                tokens = chunk.output_tokens
-                if chunk.finished:
-                    reason = chunk.finish_reason
-                yield chunk
-        except CallFailed as err:
-            reason = "error"
-            raise server_error(
-                f"replica {replica.application} failed mid-request: {err.code}"
-            ) from None
-        finally:
-            await call.aclose()  # type: ignore[attr-defined]  # cancels the replica's stream
-            finish = time.time()
-            root.set_attribute("slomesh.output_tokens", tokens)
-            root.set_attribute("slomesh.finish_reason", reason)
-            if first:
-                root.set_attribute("slomesh.ttft_ms", (first - req.arrival_s) * 1e3)
-            root.end()
-            self.observer.finished(
-                RequestRecord.from_request(
-                    req, replica.application, first or None, finish if first else None, tokens
-                )
-            )
-            self._report(req, replica, first, finish, tokens, reason)
-
-    async def _accepted(
-        self, call: AsyncIterator[replica_pb2.ReplicaChunk], application: str
-    ) -> None:
-        """Wait for the replica's accept marker (its first, empty chunk): a replica that is gone
-        (its node lost, its actor not yet replaced) fails the request within
-        replica_accept_timeout_s with a clear error instead of holding the stream open."""
-        try:
-            marker = await asyncio.wait_for(anext(call), self.args.replica_accept_timeout_s)
-        except TimeoutError:
-            raise CallFailed(application, "DEADLINE_EXCEEDED", "no accept") from None
-        except StopAsyncIteration:
-            raise CallFailed(application, "UNAVAILABLE", "stream ended at once") from None
-        if marker.output_tokens or marker.finished or marker.text:
-            raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
-
-    async def _release_now(self, req: Request, replica: common_pb2.ReplicaRef) -> None:
-        """Report an abort and wait for it (before the same request is admitted again)."""
-        report = scheduler_pb2.CompletionReport(
-            meta=request_to_meta(req), replica=replica, finish_reason="abort"
-        )
-        with contextlib.suppress(APIError, CallFailed):
-            await self._call("scheduler", "Report", report)
+            reply = await self._admit_call(admit_msg)
+        except BaseException:
+            # cancelled (client gone) or failed while the scheduler may already have
+            # admitted it: release the place; Report of an unknown id is a no-op
+            self._report(req, common_pb2.ReplicaRef(), 0.0, time.time(), 0, "abort")
+            raise
+        self.gate.observe(req, reply)
+        span.set_attribute("slomesh.admitted", reply.admitted)
+        if not reply.admitted:
+            span.set_attribute("slomesh.reject_reason", reply.reason)
+            self.observer.rejected(req.slo.class_name, reply.reason)
+            raise scheduler_rejection(reply.reason, reply.retry_after_s, reply.drop_reason)
+        span.set_attribute("slomesh.replica", reply.replica.application)
+        return reply, admit_msg
 
     async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:
         """scheduler.Admit, retried while the scheduler is UNAVAILABLE (restarting: its queue
@@ -385,6 +321,7 @@ class Pipeline:
 
         async def send() -> None:
             try:
+                await self.fast.settled(req.request_id)  # the scheduler knows of it first
                 await self._call("scheduler", "Report", report)
                 if reason in ("stop", "length"):
                     obs = predictor_pb2.Observation(meta=meta, output_tokens=tokens)

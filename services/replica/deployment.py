@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
+from services.replica.direct_server import start_server
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
 from services.replica.sim_engine import AsyncSimEngine
@@ -82,6 +83,10 @@ class ReplicaArgs(BaseModel):
     """Tokens after the first go out coalesced, at most one message per this many ms per
     stream (the first token and the end at once; services/replica/streaming.py). 0: one
     message per engine output the consumer is ready for."""
+    grpc_host: str = "127.0.0.1"
+    """Where this replica's own gRPC server listens (direct_server.py; callers stream from it
+    instead of relaying through a Serve handle): an address, "node" (this Ray node's IP, for
+    callers on other nodes), or "" (no own server: callers use the Serve handle)."""
     max_ongoing_requests: int = Field(1024, ge=1)
     """Serve's admission limit for this replica (never Serve's default of 5)."""
     push_state: StatePushArgs = StatePushArgs()
@@ -143,6 +148,15 @@ class ReplicaDeployment:
         self._held: set[str] = set()
         """Requests with an open Generate stream here (reported by Status for reconciliation)."""
         self._pusher = StatePusher(self.args.push_state, self._state)
+        self._server: Any = None
+        self._endpoint = ""
+
+    async def Endpoint(self) -> str:
+        """This replica's own gRPC server, "host:port" (started at the first call; "" when
+        grpc_host is ""): how callers find it, over a Serve handle (direct_server.py)."""
+        if self.args.grpc_host and self._server is None:
+            self._server, self._endpoint = await start_server(self, self.args.grpc_host)
+        return self._endpoint
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""

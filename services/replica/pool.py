@@ -55,6 +55,10 @@ class _PoolReplica(_Replica):  # type: ignore[misc]
         self._scheduler_application = scheduler_application
         self._scheduler: Any = None
 
+    async def Endpoint(self) -> str:
+        """No own server for the callers: Serve's router spreads a pool's streams."""
+        return ""
+
     async def record_autoscaling_stats(self) -> dict[str, float]:
         """Serve's custom-metrics hook: the scheduler's signal for this pool's model."""
         if self._scheduler is None:

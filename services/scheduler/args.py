@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.scheduler.core.autoscale.live import SignalConfig
+from services.scheduler.core.leases import LeaseConfig
 from services.scheduler.core.live_view import LiveReplica
 from services.scheduler.core.qlm.length_estimates import hint_from_prediction
 from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
@@ -103,6 +104,9 @@ class SchedulerArgs(BaseModel):
     """The TTFT guard at admission (core/ttft_admission.py; off by default): a request whose
     first token is predicted late on every replica, from the replicas' reported queues
     (UpdateReplica pushes, Status answers) and profiles, is answered 429 before any engine."""
+    leases: LeaseConfig = LeaseConfig()
+    """Admission leases (core/leases.py): credits that let ingresses place requests without an
+    Admit round trip while the cluster has headroom (`enabled`, `max_credits`, `ttl_ms`)."""
     profile_files: list[str] = Field(default_factory=list)
     """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
     replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""

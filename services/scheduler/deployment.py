@@ -19,6 +19,7 @@ from services.scheduler.core.autoscale.wire import encode
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
+from services.scheduler.leasing import LeaseDesk
 from services.scheduler.metrics import SchedulerMetrics
 from shared.domain import Request
 from shared.rpc.client import CallFailed, MeshClient
@@ -54,6 +55,9 @@ class SchedulerDeployment:
         self._metrics = SchedulerMetrics()  # names as scraped: deploy/grafana/README.md
         self.scaling = ScalingSignals(self.args.autoscale_signal)
         self._pooled = {r.application for r in self.args.replicas if r.pooled}
+        self.leases = LeaseDesk(
+            self.core, self.args.leases, self._pooled, self.scaling, self._tracer
+        )
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -249,6 +253,30 @@ class SchedulerDeployment:
     def _report_policy_stats(self) -> None:
         """Admission state and queueing-policy events as metrics (services/scheduler/metrics.py)."""
         self._metrics.report(self.core)
+
+    async def Lease(
+        self,
+        request: scheduler_pb2.LeaseRequest,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> scheduler_pb2.LeaseGrant:
+        """Credits of the fast path for one ingress replica (leasing.py)."""
+        require_mesh_credential(grpc_context, "scheduler.Lease")
+        self._start_reconciler()
+        return self.leases.grant(request.ingress_id)
+
+    async def Place(
+        self,
+        request: scheduler_pb2.PlaceNotice,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> scheduler_pb2.LeaseGrant:
+        """An ingress placed a request on a credit: record it, answer a new grant."""
+        require_mesh_credential(grpc_context, "scheduler.Place")
+        self._start_reconciler()
+        grant = self.leases.place(request, incoming_context(grpc_context, trace_headers))
+        self._dispatch()
+        return grant
 
     async def Health(
         self,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import grpc
 
+from shared.rpc.direct import DirectReplicas
 from shared.rpc.mesh_auth import credential_metadata
 from shared.rpc.slomesh.v1 import (
     deployer_pb2_grpc,
@@ -60,6 +61,9 @@ class MeshClient:
         self._channel: grpc.aio.Channel | None = None
         self._stubs: dict[str, Any] = {}
         self._handles: dict[str, Any] = {}
+        self.direct = DirectReplicas(self._endpoint)
+        """Replica streams straight to the replica's own gRPC server (shared/rpc/direct.py)
+        when it publishes one; else the transport above."""
 
     async def call(
         self,
@@ -106,6 +110,21 @@ class MeshClient:
         """
         headers = trace_headers if trace_headers is not None else _headers()
         try:
+            stub = await self.direct.stub(application) if kind == "replica" else None
+            if stub is not None:
+                direct = getattr(stub, method)(
+                    message, metadata=[*credential_metadata(), *headers.items()]
+                )
+                try:
+                    async for item in direct:
+                        yield item
+                except grpc.aio.AioRpcError as err:
+                    if err.code() == grpc.StatusCode.UNAVAILABLE:
+                        self.direct.forget(application)  # replaced? ask for it again
+                    raise
+                finally:
+                    direct.cancel()
+                return
             if self.transport == "grpc":
                 call = getattr(self._stub(kind), method)(
                     message,
@@ -135,6 +154,11 @@ class MeshClient:
         except Exception as err:
             raise CallFailed(application, "UNAVAILABLE", type(err).__name__) from None
 
+    async def _endpoint(self, application: str) -> str:
+        """A replica application's own gRPC server, asked over its Serve handle."""
+        response = self._handle(application).Endpoint.remote()
+        return str(await asyncio.wait_for(_result(response), self.timeout_s))
+
     def _stub(self, kind: str) -> Any:
         if self._channel is None:
             self._channel = grpc.aio.insecure_channel(self.target)
@@ -150,6 +174,7 @@ class MeshClient:
         return self._handles[application]
 
     async def close(self) -> None:
+        await self.direct.close()
         if self._channel is not None:
             await self._channel.close()
             self._channel = None

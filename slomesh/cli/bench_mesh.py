@@ -54,6 +54,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"
     )
     p.add_argument(
+        "--hot-path",
+        choices=["fast", "no-leases", "no-direct", "full"],
+        default="fast",
+        help="issue 16's hot path: leases and direct replica streams (fast, the default), one "
+        "of them off, or both off (full: Predict + Admit + a Serve handle stream per request)",
+    )
+    p.add_argument(
         "--engine",
         choices=["simulated", "vllm"],
         default="simulated",
@@ -62,10 +69,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _zero_time_config(transport: str, engine: str = "simulated") -> dict[str, Any]:
+def _zero_time_config(
+    transport: str, engine: str = "simulated", hot_path: str = "fast"
+) -> dict[str, Any]:
     config = mesh.load_config(mesh.CONFIGS[engine])
     for app in config["applications"]:
         args = app.setdefault("args", {})
+        if app["name"] == "scheduler" and hot_path in ("no-leases", "full"):
+            args["leases"] = {"enabled": False}
+        if app["name"].startswith("replica-") and hot_path in ("no-direct", "full"):
+            args["grpc_host"] = ""
         if app["name"] == "ingress":
             args["transport"] = transport
             args["tracing"] = {"exporter": "none"}
@@ -274,7 +287,7 @@ async def _warm_then_capacity(
 def _admission_capacity(args: argparse.Namespace) -> float | None:
     """The highest --rates step with p99 admission <= 50 ms and no errors, zero-time
     simulated engines (what `admission_capacity_rps` of compare.json reports)."""
-    config = _zero_time_config(args.transport, "simulated")
+    config = _zero_time_config(args.transport, "simulated", args.hot_path)
     mesh.start(config)
     try:
         http, _ = mesh.endpoints(config)
@@ -295,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise UsageError(str(err)) from None
     args.out = args.out or Path("runs/bench-mesh.json")
-    config = _zero_time_config(args.transport, args.engine)
+    config = _zero_time_config(args.transport, args.engine, args.hot_path)
     if args.engine == "vllm":
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
@@ -308,6 +321,7 @@ def run(args: argparse.Namespace) -> int:
         http, grpc_target = mesh.endpoints(config)
         result = asyncio.run(_probe(args, http, grpc_target, direct))
         result["transport"] = args.transport
+        result["hot_path"] = args.hot_path
         result["engine"] = args.engine
         result["startup_s"] = started
         result["ray_rss_mb"] = _ray_rss_mb()

@@ -14,10 +14,12 @@ used. Being cumulative, a grant that crosses notices still in flight never hands
 Headroom rule (`free_seats`): a replica offers fast-path seats only while nothing waits in the
 global queue (QLM's queueing and ordering then apply to every arrival again), it is healthy,
 and it holds fewer requests than its engine's seats (`max_num_seqs` x engines, and the admission
-limit); offered are the free seats minus what other ingresses hold reserved, at most
-`max_credits` per grant. A grant lives `ttl_ms`: a revoked grant that an ingress has not yet
-heard of costs at most `max_credits` extra placements per ingress and replica, for at most that
-long.
+limit); offered are the free seats minus what other ingresses hold reserved, at most an equal
+share of the free seats among the ingresses holding live grants and at most `max_credits`. A
+grant lives `ttl_ms`. Full-path admissions do not count reserved seats (an ingress without
+credit is never starved by another's reservation), so the admission limit may be passed by at
+most the seats reserved when headroom ran out, for at most `ttl_ms`; once the global queue
+holds anything, every new grant is empty.
 """
 
 from __future__ import annotations
@@ -96,13 +98,16 @@ class LeaseBook:
         replica (the ingress may place while its count is below it). `free`: seats each replica
         offers now (`free_seats`)."""
         ttl_s = self.config.ttl_ms / 1e3
+        holders = {ing for (ing, _), w in self._windows.items() if now_s < w.expires_s}
+        share = len(holders | {ingress})
         out: dict[str, int] = {}
         for app, seats in free.items():
             w = self._windows.setdefault((ingress, app), _Window())
             others = self.reserved(app, now_s, excluding=ingress)
             credits = 0
             if self.config.enabled:
-                credits = min(self.config.max_credits, max(0, seats - others))
+                fair = -(-seats // share)  # ceil: every live ingress gets its part
+                credits = min(self.config.max_credits, fair, max(0, seats - others))
             w.limit = w.noticed + credits
             w.expires_s = now_s + ttl_s
             out[app] = w.limit

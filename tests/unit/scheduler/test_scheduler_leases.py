@@ -55,6 +55,12 @@ def test_free_seats_only_with_headroom(
         ([("grant", "i1", {"a": 0}, 0.0)], {"a": 0}),  # no headroom: nothing
         # another ingress holds 4 of the 6 free seats: 2 left for this one
         ([("grant", "i1", {"a": 6}, 0.0), ("grant", "i2", {"a": 6}, 0.1)], {"a": 2}),
+        # two live ingresses share 4 free seats: i1's next grant shrinks to its half
+        (
+            [("grant", "i1", {"a": 4}, 0.0), ("grant", "i2", {"a": 4}, 0.1)]
+            + [("grant", "i1", {"a": 4}, 0.2)],
+            {"a": 2},
+        ),
         # ... until its grant expires (ttl 0.5 s)
         ([("grant", "i1", {"a": 6}, 0.0), ("grant", "i2", {"a": 6}, 0.6)], {"a": 4}),
         # notices move the window: 3 used, 4 more granted on top (cumulative limit 7)
@@ -92,7 +98,7 @@ def test_disabled_leases_grant_nothing() -> None:
 def test_reserved_seats_are_never_granted_twice() -> None:
     book = LeaseBook(LeaseConfig(max_credits=8, ttl_ms=1000))
     limits = [book.grant(f"i{k}", {"a": 10}, 0.0)["a"] for k in range(4)]
-    assert limits == [8, 2, 0, 0]
+    assert limits == [8, 2, 0, 0]  # later ingresses get what is left (shares settle on refresh)
     assert book.reserved("a", 0.5) == 10
     assert book.reserved("a", 1.5) == 0  # all expired
 
@@ -134,3 +140,4 @@ def test_batching_policy_takes_no_leases() -> None:
     core = AdmissionCore([r], create_global_policy("batching", {"lengths": "true"}), "batching", 64)
     assert not core.place_leased(req("f1"), "replica-0", 0.0)
     assert r.in_flight == {}
+

@@ -1,0 +1,110 @@
+"""The ingress's fast path (issue 16): admission on lease credits, with no scheduler round trip
+and no prediction before the replica's stream opens.
+
+While this ingress replica holds a credit for a replica serving the request's model
+(core/credits.py; the scheduler grants them only while the cluster has headroom,
+services/scheduler/core/leases.py), the request goes straight to that replica. Off the critical
+path, a background task asks the predictor and then tells the scheduler (`Place`, with the
+prediction), which records the placement in its books and the policy's and answers with a new
+grant. Without a credit the request takes the full path (Predict, then Admit: QLM queueing).
+The request's completion report waits for its `Place` to be answered, so the scheduler never
+hears of a finish before the placement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable
+
+from services.ingress.core.credits import Credit, CreditLedger
+from shared.rpc.client import CallFailed, MeshClient
+from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+
+
+class FastPath:
+    def __init__(self, client: MeshClient, enabled: bool = True) -> None:
+        self.client = client
+        self.enabled = enabled
+        self.ledger = CreditLedger()
+        self.ingress_id = uuid.uuid4().hex[:16]
+        """This ingress replica's id in the scheduler's lease book (one per process)."""
+        self._refresh: asyncio.Task[None] | None = None
+        self._notices: dict[str, asyncio.Task[None]] = {}
+        self.placed = 0
+        """Requests placed on credits (fast path) since start."""
+
+    def take(self, model: str) -> common_pb2.ReplicaRef | None:
+        """A replica for `model` on a credit, or None (no credit: the full path)."""
+        if not self.enabled:
+            return None
+        now = time.monotonic()
+        if self.ledger.refresh_due(model, now):
+            self.refresh()
+        credit = self.ledger.take(model, now)
+        if credit is None:
+            return None
+        self.placed += 1
+        return common_pb2.ReplicaRef(
+            application=credit.application, gpu=credit.gpu, model=credit.model
+        )
+
+    def notify(
+        self,
+        meta: common_pb2.RequestMeta,
+        prediction: Awaitable[common_pb2.LengthPrediction],
+        replica: common_pb2.ReplicaRef,
+    ) -> None:
+        """In the background: await the prediction, then tell the scheduler of the placement
+        (the current trace context goes with both calls)."""
+        epoch = self.ledger.epoch
+
+        async def send() -> None:
+            notice = scheduler_pb2.PlaceNotice(
+                ingress_id=self.ingress_id,
+                admit=scheduler_pb2.AdmitRequest(meta=meta, prediction=await prediction),
+                replica=replica,
+            )
+            try:
+                grant = await self.client.call("scheduler", "scheduler", "Place", notice)
+            except CallFailed:
+                self.ledger.give_back(replica.application, epoch)
+                return
+            self._apply(grant)
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._notices[meta.request_id] = task
+        task.add_done_callback(lambda _: self._notices.pop(meta.request_id, None))
+
+    async def settled(self, request_id: str) -> None:
+        """Wait until the scheduler was told of this request's placement (if it had one)."""
+        task = self._notices.get(request_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def refresh(self) -> None:
+        """Ask for a new grant in the background (one request at a time)."""
+        if not self.enabled or (self._refresh is not None and not self._refresh.done()):
+            return
+
+        async def ask() -> None:
+            try:
+                grant = await self.client.call(
+                    "scheduler",
+                    "scheduler",
+                    "Lease",
+                    scheduler_pb2.LeaseRequest(ingress_id=self.ingress_id),
+                )
+            except CallFailed:
+                return  # no grant: the full path until the next try
+            self._apply(grant)
+
+        self._refresh = asyncio.get_running_loop().create_task(ask())
+
+    def _apply(self, grant: scheduler_pb2.LeaseGrant) -> None:
+        credits = [
+            Credit(c.replica.application, c.replica.model, c.replica.gpu, int(c.limit))
+            for c in grant.credits
+        ]
+        self.ledger.update(grant.epoch, credits, grant.ttl_s, time.monotonic())

@@ -1,0 +1,131 @@
+"""Relaying a replica's stream to the caller (the ingress pipeline's second half): wait for the
+replica's accept marker, admit again elsewhere when it does not come (no token sent yet), pass
+the chunks on, and when the stream ends close the replica's call (the engine aborts), end the
+request's root span with its attributes, record the metrics and report to the scheduler.
+
+A mixin of Pipeline (pipeline.py), which provides the attributes and methods declared here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from services.ingress.args import IngressArgs
+from services.ingress.core.errors import APIError, server_error
+from services.ingress.fast_path import FastPath
+from services.ingress.observer import RequestObserver
+from shared.domain import Request
+from shared.metrics.records import RequestRecord
+from shared.rpc.client import CallFailed
+from shared.rpc.convert import request_to_meta
+from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
+
+
+class StreamRelay:
+    args: IngressArgs
+    observer: RequestObserver
+    fast: FastPath
+
+    def _report(
+        self,
+        req: Request,
+        replica: common_pb2.ReplicaRef,
+        first: float,
+        finish: float,
+        tokens: int,
+        reason: str,
+    ) -> None:
+        raise NotImplementedError  # Pipeline._report
+
+    async def _call(
+        self, service: str, method: str, message: Any, timeout_s: float | None = None
+    ) -> Any:
+        raise NotImplementedError  # Pipeline._call
+
+    async def _stream(
+        self,
+        req: Request,
+        replica: common_pb2.ReplicaRef,
+        open_stream: Callable[[str], AsyncIterator[replica_pb2.ReplicaChunk]],
+        readmit: Callable[[], Awaitable[Any]],
+        root: trace.Span,
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        first = finish = 0.0
+        tokens, reason = 0, "abort"
+        call = open_stream(replica.application)
+        try:
+            for attempt in range(self.args.accept_retries + 1):
+                try:
+                    await self._accepted(call, replica.application)
+                    break
+                except CallFailed:
+                    # no token was sent yet: give the seat back and admit it again (the
+                    # scheduler places it elsewhere once the replica is marked unhealthy)
+                    await call.aclose()  # type: ignore[attr-defined]
+                    if attempt == self.args.accept_retries or time.time() > (
+                        req.ttft_deadline_abs_s
+                    ):
+                        raise
+                    await self._release_now(req, replica)
+                    reply = await readmit()
+                    if not reply.admitted:
+                        raise CallFailed(replica.application, "UNAVAILABLE", reply.reason) from None
+                    replica = reply.replica
+                    root.set_attribute("slomesh.readmitted", attempt + 1)
+                    call = open_stream(replica.application)
+            async for chunk in call:
+                if not first and chunk.output_tokens:
+                    first = time.time()
+                tokens = chunk.output_tokens
+                if chunk.finished:
+                    reason = chunk.finish_reason
+                yield chunk
+        except CallFailed as err:
+            reason = "error"
+            raise server_error(
+                f"replica {replica.application} failed mid-request: {err.code}"
+            ) from None
+        finally:
+            await call.aclose()  # type: ignore[attr-defined]  # cancels the replica's stream
+            finish = time.time()
+            root.set_attribute("slomesh.output_tokens", tokens)
+            root.set_attribute("slomesh.finish_reason", reason)
+            if first:
+                root.set_attribute("slomesh.ttft_ms", (first - req.arrival_s) * 1e3)
+            root.end()
+            self.observer.finished(
+                RequestRecord.from_request(
+                    req, replica.application, first or None, finish if first else None, tokens
+                )
+            )
+            self._report(req, replica, first, finish, tokens, reason)
+
+    async def _accepted(
+        self, call: AsyncIterator[replica_pb2.ReplicaChunk], application: str
+    ) -> None:
+        """Wait for the replica's accept marker (its first, empty chunk): a replica that is gone
+        (its node lost, its actor not yet replaced) fails the request within
+        replica_accept_timeout_s with a clear error instead of holding the stream open."""
+        try:
+            marker = await asyncio.wait_for(anext(call), self.args.replica_accept_timeout_s)
+        except TimeoutError:
+            raise CallFailed(application, "DEADLINE_EXCEEDED", "no accept") from None
+        except StopAsyncIteration:
+            raise CallFailed(application, "UNAVAILABLE", "stream ended at once") from None
+        if marker.output_tokens or marker.finished or marker.text:
+            raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
+
+    async def _release_now(self, req: Request, replica: common_pb2.ReplicaRef) -> None:
+        """Report an abort and wait for it (before the same request is admitted again)."""
+        await self.fast.settled(req.request_id)  # a fast-path placement is known first
+        report = scheduler_pb2.CompletionReport(
+            meta=request_to_meta(req), replica=replica, finish_reason="abort"
+        )
+        with contextlib.suppress(APIError, CallFailed):
+            await self._call("scheduler", "Report", report)
