@@ -45,11 +45,18 @@ class RejectGate:
     """Per admission key, the time until which requests are answered 429 without asking the
     scheduler (see the module docstring). hold_off_s <= 0 disables the gate."""
 
-    def __init__(self, hold_off_s: float) -> None:
+    def __init__(self, hold_off_s: float, max_keys: int = 1024) -> None:
         self.hold_off_s = hold_off_s
+        self.max_keys = max_keys
+        """Closed keys kept at most (custom TTFT objectives make keys without bound): past it,
+        expired ones go, then the oldest."""
         self._closed: dict[GateKey, tuple[float, Held]] = {}
         self.held = 0
         """Requests answered by the gate (never sent to the scheduler)."""
+
+    def __len__(self) -> int:
+        """Keys held closed (some may have expired, not yet swept)."""
+        return len(self._closed)
 
     def check(self, key: GateKey, now_s: float) -> Held | None:
         """The gate's answer for a request of `key` now: None to ask the scheduler."""
@@ -80,6 +87,11 @@ class RejectGate:
         if self.hold_off_s <= 0 or drop_reason not in GATED_DROP_REASONS or retry_after_s <= 0:
             return
         hold_s = min(self.hold_off_s, retry_after_s)
+        self._closed.pop(key, None)  # re-inserted last: the dict's order is closing order
+        if len(self._closed) >= self.max_keys:
+            self._closed = {k: v for k, v in self._closed.items() if v[0] > now_s}
+            while len(self._closed) >= self.max_keys:
+                del self._closed[next(iter(self._closed))]
         self._closed[key] = (
             now_s + hold_s,
             Held(drop_reason, retry_after_s, f"{reason} (held at the ingress)"),

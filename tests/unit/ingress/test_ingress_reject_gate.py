@@ -63,6 +63,16 @@ def test_an_admission_opens_the_gate_and_zero_hold_off_disables_it() -> None:
     assert off.check(KEY, now_s=0.1) is None
 
 
+def test_gate_memory_is_bounded_whatever_the_keys() -> None:
+    gate = RejectGate(hold_off_s=0.5, max_keys=8)
+    for ttft_ms in range(1000):  # custom objectives: a new key per request
+        gate.observe(GateKey("llama", ttft_ms, 0), False, "deadline-infeasible", 1.0, "", 0.0)
+    assert len(gate) == 8
+    # the newest keys are kept, still closed
+    assert gate.check(GateKey("llama", 999, 0), now_s=0.1) is not None
+    assert gate.check(GateKey("llama", 0, 0), now_s=0.1) is None
+
+
 class InfeasibleMesh(FakeMesh):
     """The scheduler rejects every request as deadline-infeasible (its queue too long)."""
 
