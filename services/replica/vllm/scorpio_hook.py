@@ -78,15 +78,22 @@ class ScorpioStep:
             hidden = {r.request_id for r in decoding if r.request_id not in chosen}
         visible = [r for r in running if r.request_id not in hidden]
         saved_cap = scheduler.max_num_running_reqs
+        # vLLM 0.32 admits up to max_num_active_reqs and asserts running <= max_num_running_reqs
+        # after the step: both caps move together, or the engine core dies on that assertion
+        saved_active = getattr(scheduler, "max_num_active_reqs", None)
         cap = saved_cap - len(hidden)
         if self.vbs is not None:
             cap = min(cap, len(visible) + self._admissible(scheduler, running))
         scheduler.running = visible
         scheduler.max_num_running_reqs = max(len(visible), cap)
+        if saved_active is not None:
+            scheduler.max_num_active_reqs = min(saved_active, scheduler.max_num_running_reqs)
         self.skipped_decodes += len(hidden)
         try:
             return base_schedule()
         finally:
+            if saved_active is not None:
+                scheduler.max_num_active_reqs = saved_active
             after = scheduler.running
             still = {r.request_id for r in after}
             old = {r.request_id for r in running}
