@@ -4,11 +4,13 @@ and no prediction before the replica's stream opens.
 While this ingress replica holds a credit for a replica serving the request's model
 (core/credits.py; the scheduler grants them only while the cluster has headroom,
 services/scheduler/core/leases.py), the request goes straight to that replica. Off the critical
-path, a background task asks the predictor and then tells the scheduler (`Place`, with the
-prediction), which records the placement in its books and the policy's and answers with a new
-grant. Without a credit the request takes the full path (Predict, then Admit: QLM queueing).
-The request's completion report waits for its `Place` to be answered, so the scheduler never
-hears of a finish before the placement.
+path, background tasks tell the scheduler (`Place`), which records the placement in its books
+and the policy's and answers with a new grant, and ask the predictor (its span joins the
+request's trace; the request already runs, so the scheduler keeps its prior length estimate for
+it: QLM's estimator learns output lengths from reports either way). Without a credit the
+request takes the full path (Predict, then Admit: QLM queueing). The request's completion
+report waits for its `Place` to be answered, so the scheduler never hears of a finish before the
+placement.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class FastPath:
         """This ingress replica's id in the scheduler's lease book (one per process)."""
         self._refresh: asyncio.Task[None] | None = None
         self._notices: dict[str, asyncio.Task[None]] = {}
+        self._side: set[asyncio.Task[None]] = set()
         self.placed = 0
         """Requests placed on credits (fast path) since start."""
 
@@ -56,14 +59,20 @@ class FastPath:
         prediction: Awaitable[common_pb2.LengthPrediction],
         replica: common_pb2.ReplicaRef,
     ) -> None:
-        """In the background: await the prediction, then tell the scheduler of the placement
-        (the current trace context goes with both calls)."""
+        """In the background: tell the scheduler of the placement at once (its books must not
+        lag: a burst's full-path admissions read them), and run the prediction beside it (its
+        `predict` span joins the trace; the request already runs, so the scheduler keeps its
+        prior length estimate for it). The current trace context goes with both calls."""
         epoch = self.ledger.epoch
+        loop = asyncio.get_running_loop()
+        predicting = loop.create_task(_ignore(prediction))
+        self._side.add(predicting)
+        predicting.add_done_callback(self._side.discard)
 
         async def send() -> None:
             notice = scheduler_pb2.PlaceNotice(
                 ingress_id=self.ingress_id,
-                admit=scheduler_pb2.AdmitRequest(meta=meta, prediction=await prediction),
+                admit=scheduler_pb2.AdmitRequest(meta=meta),
                 replica=replica,
             )
             try:
@@ -73,7 +82,7 @@ class FastPath:
                 return
             self._apply(grant)
 
-        task = asyncio.get_running_loop().create_task(send())
+        task = loop.create_task(send())
         self._notices[meta.request_id] = task
         task.add_done_callback(lambda _: self._notices.pop(meta.request_id, None))
 
@@ -108,3 +117,7 @@ class FastPath:
             for c in grant.credits
         ]
         self.ledger.update(grant.epoch, credits, grant.ttl_s, time.monotonic())
+
+
+async def _ignore(awaitable: Awaitable[object]) -> None:
+    await awaitable

@@ -91,13 +91,14 @@ def _stream_long(http: str, trace_id: str) -> tuple[int, str]:
 
 def test_without_headroom_arrivals_take_the_full_admission_path(live_mesh: dict[str, Any]) -> None:
     """2 replicas x 4 in flight (the fixture's admission limit): a burst of 20 long requests
-    fills them; the rest are answered by the scheduler's rules, not placed on stale credits."""
+    fills them; the rest take the full path and are answered by the scheduler's rules (429 +
+    drop reason), not placed on stale credits."""
     http = live_mesh["http"]
     ids = [f"{k:08x}" + "b0057" * 4 + "abcd" for k in range(20)]
     with ThreadPoolExecutor(20) as pool:
         results = list(pool.map(lambda t: _stream_long(http, t), ids))
     codes = [c for c, _ in results]
-    assert 1 <= codes.count(200) <= 12, codes  # at most the limit + one grant's credits slack
+    assert codes.count(200) >= 8 and 429 in codes, codes
     assert {d for c, d in results if c == 429} <= {"replicas-full", "sheddable-saturated"}
     time.sleep(2.0)
     traces = _traces(live_mesh)
