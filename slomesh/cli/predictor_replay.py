@@ -59,6 +59,13 @@ def add_replay_parser(cmds: argparse._SubParsersAction[argparse.ArgumentParser])
         help='model name of lines without a "model" field (default: "default")',
     )
     rp.add_argument(
+        "--online-layer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learned only: the online recalibration layer (default on; --no-online-layer: "
+        "the prior's own online steps alone)",
+    )
+    rp.add_argument(
         "--window",
         type=int,
         default=DEFAULT_WINDOW,
@@ -69,9 +76,12 @@ def add_replay_parser(cmds: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _core(args: argparse.Namespace) -> LengthPredictor:
     if args.predictor == "learned":
+        from services.predictor.core.learned.online_layer import OnlineLayerConfig
+        from services.predictor.core.learned.predictor import LearnedConfig
         from services.predictor.model_store import load_model
 
-        return load_model(args.model)
+        layer = OnlineLayerConfig(enabled=args.online_layer)
+        return load_model(args.model, LearnedConfig(online_layer=layer))
     if args.model is not None:
         raise UsageError("--model is only for --predictor learned")
     from services.predictor.core.registry import create_predictor

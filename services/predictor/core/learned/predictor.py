@@ -12,7 +12,11 @@ Online learning (drift), in two speeds:
   or model's shift shows in the next prediction;
 - completions are buffered into mini-batches of `online_batch_size`; each full batch is one
   `partial_fit` pass of every threshold classifier with a constant step `online_learning_rate`
-  (constant steps forget old data geometrically, which is what follows drift).
+  (constant steps forget old data geometrically, which is what follows drift);
+- every completion also updates the online layer (online_layer.py, `online_layer.enabled`): a
+  residual shift of the prior's distribution in log length, fitted by recursive least squares on
+  compact features plus a memory of similar prompts already answered; it moves within a few
+  hundred completions where the SGD steps take thousands, and starts at no shift.
   observe() gets no prompt, so the feature row a request was predicted with is kept by request_id
   (the `feature_cache_size` most recent) and reused; otherwise the prompt-less row is learned.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import base64
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.predictor.core.learned import codec
 from services.predictor.core.learned.features import FeatureBlocks, FeatureConfig, Featurizer
 from services.predictor.core.learned.history import LengthHistory
+from services.predictor.core.learned.online_layer import OnlineLayer, OnlineLayerConfig, shift_probs
 from services.predictor.core.learned.ordinal import OrdinalSGD
 from shared.domain import Request
 from shared.domain.length_distribution import (
@@ -64,6 +70,19 @@ class LearnedConfig(BaseModel):
 
     feature_cache_size: int = Field(default=10_000, ge=0)
     """Predicted requests whose feature rows are kept (by request_id) for their observe()."""
+
+    online_layer: OnlineLayerConfig = OnlineLayerConfig()
+    """The online recalibration layer (online_layer.py): a fast residual shift of the prior."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Seen:
+    """What a prediction kept for its observe(): the feature row and the layer's inputs."""
+
+    row: FeatureBlocks
+    z: NDArray[np.float64] | None
+    folded: NDArray[np.float32] | None
+    prior_log_mean: float
 
 
 class LearnedPredictor:
@@ -102,7 +121,9 @@ class LearnedPredictor:
         self.online_batches = 0
         self._pending_rows: list[sp.csr_matrix] = []
         self._pending_buckets: list[int] = []
-        self._cache: OrderedDict[str, FeatureBlocks] = OrderedDict()
+        self._cache: OrderedDict[str, _Seen] = OrderedDict()
+        layer = self.config.online_layer
+        self.layer = OnlineLayer(layer, features.dense_features) if layer.enabled else None
 
     # --- prediction -------------------------------------------------------------------------
 
@@ -145,17 +166,36 @@ class LearnedPredictor:
         if not requests:
             return []
         rows = self.rows(requests, prompts)
-        probs = self.bucket_probs(rows)
+        probs, seen = self._layered_probs(rows, [r.model for r in requests])
         if self.config.feature_cache_size > 0:
-            for i, r in enumerate(requests):
-                self._remember(r.request_id, rows.row(i))
+            for r, s in zip(requests, seen, strict=True):
+                self._remember(r.request_id, s)
         version = self.version
         return [
             summarize(self.upper, probs[i], self.centres, r.max_tokens, version)
             for i, r in enumerate(requests)
         ]
 
-    def _remember(self, request_id: str, row: FeatureBlocks) -> None:
+    def _layered_probs(
+        self, rows: FeatureBlocks, models: Sequence[str]
+    ) -> tuple[NDArray[np.float64], list[_Seen]]:
+        """Bucket probabilities (the prior's, shifted by the online layer) and what each row's
+        observe() needs."""
+        probs = self.bucket_probs(rows)
+        log_mean = probs @ np.log(self.centres)
+        n = probs.shape[0]
+        if self.layer is None:
+            return probs, [_Seen(rows.row(i), None, None, float(log_mean[i])) for i in range(n)]
+        folded = self.layer.fold(rows.text)
+        z = self.layer.inputs(rows.dense, models, log_mean, folded)
+        delta = self.layer.shift(z)
+        if delta.any():
+            probs = np.maximum(shift_probs(self.upper, probs, delta), self.ordinal.min_prob)
+            probs /= probs.sum(axis=1, keepdims=True)
+        seen = [_Seen(rows.row(i), z[i], folded[i], float(log_mean[i])) for i in range(n)]
+        return probs, seen
+
+    def _remember(self, request_id: str, row: _Seen) -> None:
         self._cache[request_id] = row
         self._cache.move_to_end(request_id)
         while len(self._cache) > self.config.feature_cache_size:
@@ -169,9 +209,13 @@ class LearnedPredictor:
             raise ValueError(f"output_tokens must be an int, got {output_tokens!r}")
         if output_tokens < 1:
             raise ValueError(f"output_tokens must be >= 1, got {output_tokens}")
-        row = self._cache.pop(request.request_id, None)
-        if row is None:
-            row = self.rows([request], [None])
+        seen = self._cache.pop(request.request_id, None)
+        if seen is None:
+            seen = self._layered_probs(self.rows([request], [None]), [request.model])[1][0]
+        if self.layer is not None and seen.z is not None and seen.folded is not None:
+            residual = float(np.log(output_tokens)) - seen.prior_log_mean
+            self.layer.observe(seen.z, seen.folded, residual)
+        row = seen.row
         self._pending_rows.append(row.matrix())
         self._pending_buckets.append(bucket_index(self.upper, int(output_tokens)))
         self.history.observe(request.tenant, request.model, int(output_tokens))
@@ -212,6 +256,8 @@ class LearnedPredictor:
     def to_bytes(self) -> bytes:
         """The model file (codec.py) of this predictor, with online updates and pending batch."""
         arrays: dict[str, NDArray[np.generic]] = dict(self.ordinal.arrays())
+        if self.layer is not None:
+            arrays.update(self.layer.arrays())
         pending = sp.vstack(self._pending_rows, format="csr") if self._pending_rows else None
         if pending is not None:
             arrays["pending_data"] = pending.data
@@ -257,6 +303,8 @@ class LearnedPredictor:
             )
             p._pending_rows = [x[i] for i in range(len(buckets))]
             p._pending_buckets = [int(b) for b in buckets]
+        if p.layer is not None and "layer_w" in arrays:
+            p.layer.load_arrays(arrays)
         return p
 
     def state(self) -> dict[str, Any]:
