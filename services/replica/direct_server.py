@@ -72,14 +72,14 @@ def bind_host(setting: str) -> str:
         return setting
     import ray
 
-    return str(ray.util.get_node_ip_address())
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 async def start_server(deployment: Any, host_setting: str) -> tuple[grpc.aio.Server, str]:
     """Start the replica's server on a free port of `host_setting`; returns it and host:port."""
     host = bind_host(host_setting)
     server = grpc.aio.server()
-    replica_pb2_grpc.add_ReplicaServicer_to_server(_Servicer(deployment), server)
+    replica_pb2_grpc.add_ReplicaServicer_to_server(_Servicer(deployment), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port(f"{host}:0")
     await server.start()
     return server, f"{host}:{port}"
