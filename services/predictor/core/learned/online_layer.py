@@ -123,7 +123,8 @@ class OnlineLayer:
         filled = min(self.stored, self.config.memory_size)
         if filled == 0:
             return out
-        sims = folded @ self.memory[:filled].T
+        # einsum's own loop, not BLAS: a threaded gemv stalls for ~20 ms on a busy host
+        sims = np.einsum("id,jd->ij", folded, self.memory[:filled])
         k = min(self.config.neighbours, filled)
         for i in range(n):
             idx = np.argpartition(-sims[i], k - 1)[:k] if k < filled else np.arange(filled)
