@@ -101,12 +101,18 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
     return out
 
 
-LIVE_BATCHING_OPTIONS: dict[str, Any] = {"lengths": "hints", "min_interval_s": 0.5}
+LIVE_BATCHING_OPTIONS: dict[str, Any] = {
+    "lengths": "hints",
+    "min_interval_s": 0.5,
+    "reform_on_slice_end": True,
+}
 """What batch-forming stacks (scls, slo-odbs, slomesh-static) change live: they plan on each
 request's length hint (the ingress's prediction; the live scheduler has no predictor of its own)
 and re-form batches at least every 0.5 s instead of SCLS's Γ = 3 s (a CPU replica serves a
-slice in about a second). The replicas stay continuous-batching engines; each batch member runs
-one slice there (services/ingress/slicing.py)."""
+slice in about a second), and batch a request whose slice ended again at once (its stream has
+started: waiting for the interval would stall it between two tokens). The replicas stay
+continuous-batching engines; each batch member runs one slice there (services/ingress/slicing.py).
+"""
 
 
 def live_policy_options(policy: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -63,24 +63,24 @@ BATCHING_STACKS: list[StackConfig] = [
         policy_options={"former": "fifo"},
     ),
     # the live mesh's mode: batches on continuous-batching engines, each member one slice,
-    # formed at least every 0.5 s as live (slomesh/cli/mesh.py LIVE_BATCHING_OPTIONS)
+    # formed at least every 0.5 s and at once for a slice end, as live (LIVE_BATCHING_OPTIONS)
     SCLS.variant(
         "scls-continuous",
         "SCLS on continuous-batching engines: DP batches join the running batch, each member "
         "leaves after its slice and is batched again (as `slomesh up --policy scls` serves)",
         engine_mode="continuous",
-        policy_options={"min_interval_s": 0.5},
+        policy_options={"min_interval_s": 0.5, "reform_on_slice_end": True},
     ),
     UELLM.variant(
         "slo-odbs-continuous",
         "UELLM SLO-ODBS on continuous-batching engines (as `slomesh up --policy slo-odbs`)",
         engine_mode="continuous",
-        policy_options={"min_interval_s": 0.5},
+        policy_options={"min_interval_s": 0.5, "reform_on_slice_end": True},
     ),
     UELLM.variant(
         "fifo-batching-continuous",
         "FIFO fixed-size batches on continuous-batching engines (the live FIFO baseline)",
-        policy_options={"former": "fifo", "min_interval_s": 0.5},
+        policy_options={"former": "fifo", "min_interval_s": 0.5, "reform_on_slice_end": True},
         engine_mode="continuous",
     ),
 ]

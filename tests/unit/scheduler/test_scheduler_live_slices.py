@@ -101,3 +101,17 @@ def test_scheduler_batching_without_predictor_needs_hints_or_true_lengths() -> N
     with pytest.raises(ValueError, match="needs a length predictor"):
         create_global_policy("batching", {"lengths": "predicted"})
     create_global_policy("batching", {"lengths": "hints"})  # the live mesh's setting
+
+
+@pytest.mark.parametrize(("reform", "placed_at_once"), [(False, False), (True, True)])
+def test_scheduler_live_slice_end_reforms_at_once_when_asked(
+    reform: bool, placed_at_once: bool
+) -> None:
+    c = core({"slice_iterations": 8, "min_interval_s": 100.0, "reform_on_slice_end": reform}, n=1)
+    c.admit(req("x"), 0.0)  # idle replica: formed alone at once
+    assert c.admit(req("y"), 0.0).queued and c.admit(req("z"), 0.0).queued  # the interval
+    c.report("x", 8, 0.1)  # the replica is idle again: y and z form one batch
+    assert {r.request_id for r, _ in c.take_dispatched()} == {"x", "y", "z"}
+    # y's slice ends while z still runs: the replica keeps z's batch load
+    d = c.resume_slice(req("y"), 8, 0.2)
+    assert (d.replica is not None) is placed_at_once and d.queued is not placed_at_once

@@ -38,6 +38,10 @@ class BatchingConfig(BaseModel):
     odbs_slack_limit: bool = True
     """slo-odbs (derived): rule (b), a batch may not grow past the smallest remaining slack of
     its savable members. Off: batches are bounded by memory and padding waste only."""
+    reform_on_slice_end: bool = False
+    """Continuous engines (the live mesh): a request whose slice ended is batched again at once
+    instead of at the next interval: its stream has started, and waiting for the interval is a
+    gap between two of its tokens (a TPOT miss). Static engines end a whole batch together."""
     lengths: Literal["predicted", "true", "hints"] = "predicted"
     """Output lengths the formers see: the online predictor's mean, the true ones (oracle), or
     `hints`: each request's length hint (the live mesh: the ingress's prediction), a uniform prior

@@ -107,7 +107,7 @@ class BatchingPolicy(GlobalPolicy):
     def on_slice_end(self, entry: SliceEntry, instance: str, now_s: float) -> None:
         self._member_left(entry.request.request_id)
         self.pool[entry.request.request_id] = entry
-        self._maybe_form(now_s)
+        self._maybe_form(now_s, force=self.cfg.reform_on_slice_end)
 
     def on_abort(self, request_id: str, now_s: float) -> None:
         self.pool.pop(request_id, None)
@@ -121,11 +121,11 @@ class BatchingPolicy(GlobalPolicy):
         return {"slomesh.batch": bid, "slomesh.instance": self._placed[bid].instance}
 
     # ---- formation
-    def _maybe_form(self, now_s: float) -> None:
+    def _maybe_form(self, now_s: float, force: bool = False) -> None:
         if not self.pool:
             return
         idle = any(load <= 0.0 for load in self.loads.values())
-        if now_s < self._next_form_s and not idle:
+        if now_s < self._next_form_s and not idle and not force:
             return
         by_model: dict[str, list[SliceEntry]] = {}
         for e in self.pool.values():
