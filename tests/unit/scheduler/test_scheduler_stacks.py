@@ -37,7 +37,8 @@ def test_scheduler_stack_definitions(name, router, queue, mode, preemption):
 def test_scheduler_stack_registry_names():
     assert {"edf", "oracle", "sls", "vllm-fcfs", "qlm", "qlm-no-evict"} <= set(STACKS.names())
     with pytest.raises(
-        UnknownNameError, match="unknown policy 'qlmx'; valid: edf, fifo-batching, fifo-batching-continuous, odbs"
+        UnknownNameError,
+        match="unknown policy 'qlmx'; valid: edf, fifo-batching, fifo-batching-continuous, odbs",
     ):
         STACKS.create("qlmx")
 
