@@ -49,6 +49,8 @@ class Outcome:
     done: bool = False
     openai_error: bool | None = None
     """For an error status: whether its body is OpenAI's error JSON."""
+    drop_reason: str = ""
+    """x-slomesh-drop-reason of a rejection; "...+held" when the ingress's reject gate answered."""
     error: str = ""
 
 
@@ -79,7 +81,11 @@ async def _one(
     try:
         async with r:
             if r.status >= 400:
-                o.openai_error = _openai_shaped(await r.read())
+                body = await r.read()
+                o.openai_error = _openai_shaped(body)
+                o.drop_reason = r.headers.get("x-slomesh-drop-reason", "")
+                if b"held at the ingress" in body:
+                    o.drop_reason += "+held"
                 return o
             async for line in r.content:
                 if o.ttft_s is None and line.startswith(b"data:") and b'"content"' in line:
@@ -199,6 +205,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ),
         "errors_openai_shaped": sum(1 for o in results if o.openai_error),
         "errors_not_openai_shaped": sum(1 for o in results if o.openai_error is False),
+        "rejections_by_drop_reason": dict(
+            Counter(o.drop_reason for o in results if o.status and o.status >= 400)
+        ),
         "ttft_attainment_admitted_pct": att,
         "answer_p99_s": _p(sorted(o.headers_s for o in results if o.headers_s is not None), 0.99),
         "send_lag_ms": {
