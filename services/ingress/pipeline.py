@@ -39,6 +39,7 @@ from services.ingress.core.tenancy import Tenancy, admit_tenancy
 from services.ingress.fast_path import FastPath
 from services.ingress.observer import NullObserver, RequestObserver
 from services.ingress.relay import StreamRelay
+from services.ingress.slicing import slice_streams
 from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
 from shared.rpc.client import CallFailed, MeshClient
@@ -193,8 +194,9 @@ class Pipeline(StreamRelay):
         generate = replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=prompt)
         generate.temperature, generate.ignore_eos = body.temperature or 0.0, body.ignore_eos
 
-        def open_stream(app: str) -> AsyncIterator[replica_pb2.ReplicaChunk]:
-            return self.client.stream(app, "replica", "Generate", generate, trace_headers=headers)
+        open_stream = slice_streams(  # slicing.py: one stream over slices when the policy cuts
+            self.client, generate, headers, reply.slice_tokens, self._admit_call, admit_msg
+        )
 
         async def readmit() -> Any:
             return await self._admit_call(admit_msg)
