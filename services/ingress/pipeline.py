@@ -83,7 +83,7 @@ class Pipeline(StreamRelay):
         self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
-        self.fast = FastPath(self.client)  # lease credits: the scheduler grants them or not
+        self.fast = FastPath(lambda: self.client)  # lease credits, if the scheduler grants
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
 
     def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
@@ -235,6 +235,7 @@ class Pipeline(StreamRelay):
             self.observer.rejected(req.slo.class_name, reply.reason)
             raise scheduler_rejection(reply.reason, reply.retry_after_s, reply.drop_reason)
         span.set_attribute("slomesh.replica", reply.replica.application)
+        self.fast.admitted(req.model)  # headroom: credits may be granted
         return reply, admit_msg
 
     async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:

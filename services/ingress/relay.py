@@ -82,6 +82,7 @@ class StreamRelay:
             async for chunk in call:
                 if not first and chunk.output_tokens:
                     first = time.time()
+                    self.fast.first_token(req.request_id)  # its deferred prediction
                 tokens = chunk.output_tokens
                 if chunk.finished:
                     reason = chunk.finish_reason
@@ -94,6 +95,7 @@ class StreamRelay:
         finally:
             await call.aclose()  # type: ignore[attr-defined]  # cancels the replica's stream
             finish = time.time()
+            self.fast.first_token(req.request_id)  # no token came: run it anyway
             root.set_attribute("slomesh.output_tokens", tokens)
             root.set_attribute("slomesh.finish_reason", reason)
             if first:

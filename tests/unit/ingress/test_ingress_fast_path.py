@@ -1,0 +1,79 @@
+"""The ingress's fast path in process (fast_path.py): with a lease credit a request goes straight
+to the replica, with no Predict or Admit before its stream; the scheduler is told (`Place`)
+before its report, and the prediction runs after the first token. Without a credit (no grant
+yet, or a grant with none left) the full path: Predict, then Admit."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from conftest import FakeMesh, build_ingress
+from fastapi.testclient import TestClient
+
+from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+
+BODY = {"model": "llama", "prompt": "hello", "max_tokens": 3, "stream": True}
+
+
+class LeasingMesh(FakeMesh):
+    """FakeMesh plus a scheduler that grants `credits` on replica-1 (cumulative limit)."""
+
+    def __init__(self, credits: int) -> None:
+        super().__init__()
+        self.credits = credits
+
+    async def call(
+        self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
+    ) -> Any:
+        if (kind, method) in (("scheduler", "Lease"), ("scheduler", "Place")):
+            self.calls.append((application, method))
+            ref = common_pb2.ReplicaRef(application="replica-1", gpu="cpu", model="llama")
+            credit = scheduler_pb2.ReplicaCredit(replica=ref, limit=self.credits)
+            return scheduler_pb2.LeaseGrant(epoch="e1", credits=[credit], ttl_s=60.0)
+        return await super().call(application, kind, method, message, timeout_s)
+
+
+def _stream(client: TestClient) -> None:
+    with client.stream("POST", "/v1/completions", json=BODY) as r:
+        assert r.status_code == 200
+        assert "data: [DONE]" in "".join(r.iter_text())
+
+
+def _wait_for(mesh: FakeMesh, call: tuple[str, str], count: int) -> None:
+    deadline = time.monotonic() + 5
+    while mesh.calls.count(call) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(("credits", "fast"), [(5, 2), (1, 1), (0, 0)])
+def test_requests_on_credit_skip_predict_and_admit(
+    monkeypatch: pytest.MonkeyPatch, credits: int, fast: int
+) -> None:
+    mesh = LeasingMesh(credits)
+    app, _ = build_ingress(monkeypatch, mesh)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        _stream(client)  # no grant yet: the full path, and the grant is asked for
+        _wait_for(mesh, ("scheduler", "Lease"), 1)
+        assert [c for c in mesh.calls if c[1] != "Lease"][:3] == [
+            ("predictor", "Predict"),
+            ("scheduler", "Admit"),
+            ("replica-0", "Generate"),
+        ]
+        start = len(mesh.calls)
+        _stream(client)
+        _stream(client)
+        _wait_for(mesh, ("scheduler", "Report"), 3)
+        _wait_for(mesh, ("predictor", "Predict"), 3)
+    later = mesh.calls[start:]
+    assert later.count(("replica-1", "Generate")) == fast  # placed on the credit
+    assert later.count(("scheduler", "Admit")) == 2 - fast  # the rest: the full path
+    assert later.count(("scheduler", "Place")) == fast
+    assert later.count(("predictor", "Predict")) == 2  # every request is still predicted
+    if fast:
+        first_place = later.index(("scheduler", "Place"))
+        first_report = later.index(("scheduler", "Report"))
+        assert first_place < first_report  # the scheduler hears of the placement first
+        first_gen = later.index(("replica-1", "Generate"))
+        assert ("predictor", "Predict") not in later[:first_gen]  # not before the stream
