@@ -57,8 +57,11 @@ def test_free_seats_only_with_headroom(
         ([("grant", "i1", {"a": 6}, 0.0), ("grant", "i2", {"a": 6}, 0.1)], {"a": 2}),
         # two live ingresses share 4 free seats: i1's next grant shrinks to its half
         (
-            [("grant", "i1", {"a": 4}, 0.0), ("grant", "i2", {"a": 4}, 0.1)]
-            + [("grant", "i1", {"a": 4}, 0.2)],
+            [
+                ("grant", "i1", {"a": 4}, 0.0),
+                ("grant", "i2", {"a": 4}, 0.1),
+                ("grant", "i1", {"a": 4}, 0.2),
+            ],
             {"a": 2},
         ),
         # ... until its grant expires (ttl 0.5 s)
@@ -140,4 +143,3 @@ def test_batching_policy_takes_no_leases() -> None:
     core = AdmissionCore([r], create_global_policy("batching", {"lengths": "true"}), "batching", 64)
     assert not core.place_leased(req("f1"), "replica-0", 0.0)
     assert r.in_flight == {}
-
