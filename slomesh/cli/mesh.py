@@ -91,6 +91,8 @@ def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
             key = "vllm" if args.get("engine") == "vllm" else "engine_config"
             engine = args.setdefault(key, {})
             engine["queue_policy"] = stack.queue_policy
+            if stack.policy == "batching":  # a resumed slice keeps its (early) deadline: first
+                engine["queue_policy"] = LIVE_BATCHING_QUEUE_POLICY
             engine.pop("scorpio", None)
             if stack.scorpio is not None:
                 # live replicas run credit batching and VBS; the TTFT guard would cut streams
@@ -113,6 +115,13 @@ slice in about a second), and batch a request whose slice ended again at once (i
 started: waiting for the interval would stall it between two tokens). The replicas stay
 continuous-batching engines; each batch member runs one slice there (services/ingress/slicing.py).
 """
+
+
+LIVE_BATCHING_QUEUE_POLICY = "edf"
+"""The replicas' queue order under batching stacks live: a request back from a slice end joins
+the engine's queue again (its seat went back at the slice end); by deadline, its old TTFT
+deadline puts it ahead of new arrivals instead of behind the whole queue (FCFS), which would be
+a gap of seconds between two of its tokens on a busy replica."""
 
 
 def live_policy_options(policy: str, options: dict[str, Any]) -> dict[str, Any]:
