@@ -99,6 +99,24 @@ def _calls() -> list[tuple[str, str, Any, str, Any, bool]]:
             False,
         ),
         (
+            "scheduler",
+            "scheduler.Lease",
+            scheduler_pb2_grpc.SchedulerStub,
+            "Lease",
+            scheduler_pb2.LeaseRequest(ingress_id="exposure"),
+            False,
+        ),
+        (
+            "scheduler",
+            "scheduler.Place",
+            scheduler_pb2_grpc.SchedulerStub,
+            "Place",
+            scheduler_pb2.PlaceNotice(
+                ingress_id="exposure", admit=scheduler_pb2.AdmitRequest(meta=meta), replica=rep
+            ),
+            False,
+        ),
+        (
             "predictor",
             "predictor.Predict",
             predictor_pb2_grpc.PredictorStub,
