@@ -59,6 +59,10 @@ class FastPath:
             application=credit.application, gpu=credit.gpu, model=credit.model
         )
 
+    def replica_failed(self, application: str) -> None:
+        """A replica refused or lost a stream before it started: spend no more credits on it."""
+        self.ledger.drop(application)
+
     def notify(
         self,
         meta: common_pb2.RequestMeta,

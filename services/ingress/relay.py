@@ -23,7 +23,7 @@ from services.ingress.observer import RequestObserver
 from shared.domain import Request
 from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed
-from shared.rpc.convert import request_to_meta
+from shared.rpc.convert import REPLICA_UNAVAILABLE, request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 
 
@@ -64,15 +64,20 @@ class StreamRelay:
                 try:
                     await self._accepted(call, replica.application)
                     break
-                except CallFailed:
-                    # no token was sent yet: give the seat back and admit it again (the
-                    # scheduler places it elsewhere once the replica is marked unhealthy)
+                except CallFailed as err:
+                    # no token was sent yet: give the seat back and admit it again. A replica
+                    # that is gone (UNAVAILABLE: a direct stream fails at once) is reported as
+                    # such, so the scheduler stops placing there before the re-admission, and
+                    # this ingress spends no more credits on it
                     await call.aclose()  # type: ignore[attr-defined]
                     if attempt == self.args.accept_retries or time.time() > (
                         req.ttft_deadline_abs_s
                     ):
                         raise
-                    await self._release_now(req, replica)
+                    gone = err.code == "UNAVAILABLE"
+                    if gone:
+                        self.fast.replica_failed(replica.application)
+                    await self._release_now(req, replica, REPLICA_UNAVAILABLE if gone else "abort")
                     reply = await readmit()
                     if not reply.admitted:
                         raise CallFailed(replica.application, "UNAVAILABLE", reply.reason) from None
@@ -123,11 +128,13 @@ class StreamRelay:
         if marker.output_tokens or marker.finished or marker.text:
             raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
 
-    async def _release_now(self, req: Request, replica: common_pb2.ReplicaRef) -> None:
+    async def _release_now(
+        self, req: Request, replica: common_pb2.ReplicaRef, reason: str = "abort"
+    ) -> None:
         """Report an abort and wait for it (before the same request is admitted again)."""
         await self.fast.settled(req.request_id)  # a fast-path placement is known first
         report = scheduler_pb2.CompletionReport(
-            meta=request_to_meta(req), replica=replica, finish_reason="abort"
+            meta=request_to_meta(req), replica=replica, finish_reason=reason
         )
         with contextlib.suppress(APIError, CallFailed):
             await self._call("scheduler", "Report", report)

@@ -23,7 +23,7 @@ from services.scheduler.leasing import LeaseDesk
 from services.scheduler.metrics import SchedulerMetrics
 from shared.domain import Request
 from shared.rpc.client import CallFailed, MeshClient
-from shared.rpc.convert import request_from_meta
+from shared.rpc.convert import REPLICA_UNAVAILABLE, request_from_meta
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
@@ -121,6 +121,9 @@ class SchedulerDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.Report")
+        if request.finish_reason == REPLICA_UNAVAILABLE:
+            # the ingress found the replica gone: no placements there until it answers Status
+            self.core.record_probe(request.replica.application, False, time.time(), 1)
         self.scaling.finished(request.meta.model, request.output_tokens)
         self.core.report(request.meta.request_id, request.output_tokens, time.time())
         self._dispatch()  # also publishes the in-flight gauges (metrics.py)

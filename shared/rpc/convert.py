@@ -9,6 +9,10 @@ from shared.rpc.slomesh.v1 import common_pb2
 _U64 = (1 << 64) - 1
 """Block hashes travel as uint64 (Python's hash() is signed)."""
 
+REPLICA_UNAVAILABLE = "replica-unavailable"
+"""CompletionReport.finish_reason of a request whose replica could not open its stream (the
+replica's process is gone): the scheduler stops placing there until its next Status answer."""
+
 
 def slo_to_msg(slo: SLO) -> common_pb2.Slo:
     return common_pb2.Slo(

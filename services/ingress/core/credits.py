@@ -74,6 +74,11 @@ class CreditLedger:
         if e is not None and epoch == self.epoch and e.taken > 0:
             e.taken -= 1
 
+    def drop(self, application: str) -> None:
+        """`application` failed to open a stream (its process is gone): no more placements on
+        it from this grant; the next grant says whether it is back."""
+        self._entries.pop(application, None)
+
     def left(self, model: str, now_s: float) -> int:
         """Credits left for `model` now."""
         if not self._live(now_s):

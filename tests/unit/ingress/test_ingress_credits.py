@@ -14,7 +14,7 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
 
 
 # each step: ("grant", epoch, [credits], now) | ("take", model, now, expected app or None)
-#            | ("back", app, epoch)
+#            | ("back", app, epoch) | ("drop", app)
 @pytest.mark.parametrize(
     "steps",
     [
@@ -67,6 +67,20 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
             ("back", "a", "old"),
             ("take", "m", 0.0, None),
         ],
+        # a replica found gone: no more credits spent on it; the others still serve
+        [
+            ("grant", "e", [c("a", 3), c("b", 1)], 0.0),
+            ("drop", "a"),
+            ("take", "m", 0.0, "b"),
+            ("take", "m", 0.0, None),
+        ],
+        # until a later grant names it again
+        [
+            ("grant", "e", [c("a", 2)], 0.0),
+            ("drop", "a"),
+            ("grant", "e", [c("a", 2)], 0.1),
+            ("take", "m", 0.1, "a"),
+        ],
     ],
 )
 def test_ledger(steps: list[tuple]) -> None:
@@ -76,6 +90,8 @@ def test_ledger(steps: list[tuple]) -> None:
             ledger.update(step[1], step[2], 0.5, step[3])
         elif step[0] == "back":
             ledger.give_back(step[1], step[2])
+        elif step[0] == "drop":
+            ledger.drop(step[1])
         else:
             got = ledger.take(step[1], step[2])
             assert (got.application if got else None) == step[3], step

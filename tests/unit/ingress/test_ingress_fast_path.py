@@ -12,6 +12,7 @@ import pytest
 from conftest import FakeMesh, build_ingress
 from fastapi.testclient import TestClient
 
+from shared.rpc.convert import REPLICA_UNAVAILABLE
 from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
 
 BODY = {"model": "llama", "prompt": "hello", "max_tokens": 3, "stream": True}
@@ -77,3 +78,35 @@ def test_requests_on_credit_skip_predict_and_admit(
         assert first_place < first_report  # the scheduler hears of the placement first
         first_gen = later.index(("replica-1", "Generate"))
         assert ("predictor", "Predict") not in later[:first_gen]  # not before the stream
+
+
+class GoneReplicaMesh(LeasingMesh):
+    """Credits on replica-1, whose process is gone (its streams fail UNAVAILABLE at once);
+    scheduler.Admit places on replica-0. Records each Report's finish reason."""
+
+    def __init__(self) -> None:
+        super().__init__(credits=5)
+        self.down = ("replica-1",)
+        self.reports: list[tuple[str, str]] = []
+
+    async def call(
+        self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
+    ) -> Any:
+        if (kind, method) == ("scheduler", "Report"):
+            self.reports.append((message.replica.application, message.finish_reason))
+        return await super().call(application, kind, method, message, timeout_s)
+
+
+def test_a_gone_replica_is_reported_and_the_request_admitted_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mesh = GoneReplicaMesh()
+    app, _ = build_ingress(monkeypatch, mesh)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        _stream(client)  # the full path; the grant (replica-1) is asked for
+        _wait_for(mesh, ("scheduler", "Lease"), 1)
+        _stream(client)  # on the credit: replica-1 fails, re-admitted to replica-0, served
+        _wait_for(mesh, ("scheduler", "Report"), 3)
+    assert ("replica-1", REPLICA_UNAVAILABLE) in mesh.reports  # the scheduler is told
+    assert mesh.calls.count(("replica-1", "Generate")) == 1
+    assert mesh.calls.count(("replica-0", "Generate")) == 2
