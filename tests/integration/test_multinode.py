@@ -66,10 +66,19 @@ CONTROL = {
 # ---------------------------------------------------------------- cluster plumbing
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports `_free_port` already gave (not bound until Ray starts: the kernel may offer one again)."""
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free port")
 
 
 def _port_free(port: int) -> bool:
@@ -81,12 +90,31 @@ def _port_free(port: int) -> bool:
         return True
 
 
+_TAKEN_RANGES: list[tuple[int, int]] = []
+"""Worker port ranges already handed to a node of this module (not bound until Ray starts)."""
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out for bind(0) (`_free_port`), 32768 by default."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _port_range(width: int) -> tuple[int, int]:
-    """A range of `width` free ports (for one node's workers)."""
+    """A range of `width` free ports (for one node's workers), below the kernel's ephemeral
+    range, so no port `_free_port` picks for another component can fall inside it (Ray refuses
+    to start when two components share a port), and apart from the ranges already handed out."""
+    top = max(_ephemeral_low() - width, 10000 + width)
     for _ in range(200):
-        base = secrets.randbelow(20000) + 30000
+        base = secrets.randbelow(top - 10000) + 10000
+        hi = base + width - 1
+        if any(base <= t_hi and t_lo <= hi for t_lo, t_hi in _TAKEN_RANGES):
+            continue
         if all(_port_free(p) for p in range(base, base + width)):
-            return base, base + width - 1
+            _TAKEN_RANGES.append((base, hi))
+            return base, hi
     raise RuntimeError("no free worker port range")
 
 
