@@ -41,28 +41,28 @@ class _Servicer(replica_pb2_grpc.ReplicaServicer):
         except ValueError as err:  # the replica's limits (limits.py)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
 
+    async def _unary(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """The deployment's own `method`, for callers with the mesh credential."""
+        if not credential_ok(context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"replica.{method} is {_REFUSED}")
+        return await getattr(self.d, method)(request, grpc_context=context)
+
     async def Evict(
         self, request: replica_pb2.RequestIds, context: grpc.aio.ServicerContext
     ) -> replica_pb2.RequestIds:
-        if not credential_ok(context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"replica.Evict is {_REFUSED}")
-        result: replica_pb2.RequestIds = await self.d.Evict(request, grpc_context=context)
+        result: replica_pb2.RequestIds = await self._unary("Evict", request, context)
         return result
 
     async def Resume(
         self, request: replica_pb2.RequestIds, context: grpc.aio.ServicerContext
     ) -> replica_pb2.RequestIds:
-        if not credential_ok(context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"replica.Resume is {_REFUSED}")
-        result: replica_pb2.RequestIds = await self.d.Resume(request, grpc_context=context)
+        result: replica_pb2.RequestIds = await self._unary("Resume", request, context)
         return result
 
     async def Status(
         self, request: replica_pb2.StatusQuery, context: grpc.aio.ServicerContext
     ) -> common_pb2.ReplicaState:
-        if not credential_ok(context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"replica.Status is {_REFUSED}")
-        result: common_pb2.ReplicaState = await self.d.Status(request, grpc_context=context)
+        result: common_pb2.ReplicaState = await self._unary("Status", request, context)
         return result
 
 

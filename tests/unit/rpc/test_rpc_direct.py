@@ -162,3 +162,26 @@ def test_unavailable_replica_is_asked_for_again(monkeypatch: pytest.MonkeyPatch)
     assert asyncio.run(run()) == "UNAVAILABLE"
     assert asyncio.run(run()) == "UNAVAILABLE"
     assert asked == ["replica-0", "replica-0"]
+
+
+@pytest.mark.parametrize(("token", "want"), [("s3cret", "OK"), ("", "UNAUTHENTICATED")])
+def test_replica_server_unary_methods_require_the_mesh_credential(
+    monkeypatch: pytest.MonkeyPatch, token: str, want: str
+) -> None:
+    monkeypatch.setenv(MESH_TOKEN_ENV, "s3cret")
+
+    async def run() -> str:
+        server, address = await start_server(FakeReplica(), "127.0.0.1")
+        try:
+            async with grpc.aio.insecure_channel(address) as ch:
+                stub = replica_pb2_grpc.ReplicaStub(ch)  # type: ignore[no-untyped-call]
+                md = [(MESH_TOKEN_METADATA, token)] if token else []
+                try:
+                    await stub.Status(replica_pb2.StatusQuery(), metadata=md)
+                except grpc.aio.AioRpcError as err:
+                    return str(err.code().name)
+                return "OK"
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(run()) == want
