@@ -14,8 +14,8 @@ from ray.serve import Application
 
 from services.predictor import online
 from services.predictor.core.registry import create_predictor
-from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
+from shared.rpc.invalid_argument import request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
@@ -70,10 +70,11 @@ class PredictorDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.LengthPrediction:
         require_mesh_credential(grpc_context, "predictor.Predict")
+        req = request_or_refuse(request.meta, grpc_context, "predictor.Predict")
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("predict", context=parent) as span:
             with self._lock:
-                dist = online.predict(self.core, request_from_meta(request.meta), request.prompt)
+                dist = online.predict(self.core, req, request.prompt)
             span.set_attribute("slomesh.predicted_mean_tokens", dist.mean_tokens)
             return common_pb2.LengthPrediction(
                 mean_tokens=dist.mean_tokens,
@@ -91,8 +92,9 @@ class PredictorDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> predictor_pb2.ObserveReply:
         require_mesh_credential(grpc_context, "predictor.Observe")
+        req = request_or_refuse(request.meta, grpc_context, "predictor.Observe")
         with self._lock:
-            n = online.observe(self.core, request_from_meta(request.meta), request.output_tokens)
+            n = online.observe(self.core, req, request.output_tokens)
             return predictor_pb2.ObserveReply(observations=n)
 
 

@@ -12,8 +12,8 @@ from ray.serve import Application
 from services.profiler.core.store import ProfileStore
 from shared.domain import HardwareProfile
 from shared.profiles.io import load_profiles
-from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
+from shared.rpc.invalid_argument import request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import profiler_pb2
 from shared.telemetry import TracingConfig, setup_tracing
@@ -84,10 +84,9 @@ class ProfilerDeployment:
         self, request: profiler_pb2.EstimateRequest, grpc_context: Any = None
     ) -> profiler_pb2.EstimateReply:
         require_mesh_credential(grpc_context, "profiler.Estimate")
+        req = request_or_refuse(request.meta, grpc_context, "profiler.Estimate")
         try:
-            est = self.store.estimate(
-                request_from_meta(request.meta), request.prediction, request.gpu
-            )
+            est = self.store.estimate(req, request.prediction, request.gpu)
         except ValueError as err:
             return _fail(grpc_context, err, profiler_pb2.EstimateReply())
         return profiler_pb2.EstimateReply(

@@ -26,8 +26,8 @@ from services.replica.streaming import coalesced
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
-from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
+from shared.rpc.invalid_argument import refuse_invalid, request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
@@ -174,18 +174,13 @@ class ReplicaDeployment:
         try:
             check_limits(self.args.limits, meta.max_tokens, meta.priority, request.prompt)
         except LimitExceeded as err:
-            if grpc_context is not None:
-                import grpc
-
-                grpc_context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
-                grpc_context.set_details(str(err))
-            raise ValueError(str(err)) from None
+            refuse_invalid(grpc_context, "replica.Generate", err)
         # ignore_eos forces the output length to max_tokens (the simulated engine plays it,
         # vLLM runs with SamplingParams.ignore_eos)
         forced = request.simulated_output_tokens or (meta.max_tokens if request.ignore_eos else 0)
         # slice-level serving (slicing.py): this call runs one slice; 0/0 is the whole request
         plan = plan_slice(
-            request_from_meta(meta, forced or None),
+            request_or_refuse(meta, grpc_context, "replica.Generate", forced or None),
             request.slice_tokens,
             request.prior_output_tokens,
         )

@@ -23,8 +23,9 @@ from services.scheduler.leasing import LeaseDesk
 from services.scheduler.metrics import SchedulerMetrics
 from shared.domain import Request
 from shared.rpc.client import CallFailed, MeshClient
-from shared.rpc.convert import REPLICA_UNAVAILABLE, request_from_meta
+from shared.rpc.convert import REPLICA_UNAVAILABLE
 from shared.rpc.internal_http import internal_not_found
+from shared.rpc.invalid_argument import request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 from shared.telemetry import incoming_context, setup_tracing, tracer
@@ -71,9 +72,11 @@ class SchedulerDeployment:
     ) -> scheduler_pb2.AdmitReply:
         require_mesh_credential(grpc_context, "scheduler.Admit")
         self._start_reconciler()  # replica health and lease checks run from the first request
+        req = with_length_hint(
+            request_or_refuse(request.meta, grpc_context, "scheduler.Admit"), request.prediction
+        )
         parent = incoming_context(grpc_context, trace_headers)
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
-            req = with_length_hint(request_from_meta(request.meta), request.prediction)
             resumed = request.resume_output_tokens  # a slice ended: back to the batch pool
             if resumed:
                 span.set_attribute("slomesh.resume_output_tokens", resumed)
@@ -277,7 +280,11 @@ class SchedulerDeployment:
         """An ingress placed a request on a credit: record it, answer a new grant."""
         require_mesh_credential(grpc_context, "scheduler.Place")
         self._start_reconciler()
-        grant = self.leases.place(request, incoming_context(grpc_context, trace_headers))
+        req = with_length_hint(
+            request_or_refuse(request.admit.meta, grpc_context, "scheduler.Place"),
+            request.admit.prediction,
+        )
+        grant = self.leases.place(request, req, incoming_context(grpc_context, trace_headers))
         self._dispatch()
         return grant
 

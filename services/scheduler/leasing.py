@@ -13,11 +13,10 @@ import time
 import uuid
 from typing import Any
 
-from services.scheduler.args import with_length_hint
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.autoscale.live import ScalingSignals
 from services.scheduler.core.leases import LeaseBook, LeaseConfig, free_seats
-from shared.rpc.convert import request_from_meta
+from shared.domain import Request
 from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
 
 
@@ -61,10 +60,12 @@ class LeaseDesk:
             epoch=self.epoch, credits=credits, ttl_s=self.book.config.ttl_ms / 1e3
         )
 
-    def place(self, notice: scheduler_pb2.PlaceNotice, parent: Any) -> scheduler_pb2.LeaseGrant:
+    def place(
+        self, notice: scheduler_pb2.PlaceNotice, req: Request, parent: Any
+    ) -> scheduler_pb2.LeaseGrant:
+        """Record `req` (the notice's request, already checked) on the replica it names."""
         app = notice.replica.application
         with self._tracer.start_as_current_span("grouping", context=parent) as span:
-            req = with_length_hint(request_from_meta(notice.admit.meta), notice.admit.prediction)
             now = time.time()
             self._scaling.arrival(req, now)
             recorded = self.core.place_leased(req, app, now)
