@@ -3,7 +3,8 @@
 - overhead: TTFT through the whole mesh (HTTP -> ingress -> predictor -> scheduler -> replica,
   streaming) minus TTFT of the same engine called in-process, and the cost of one gRPC hop
   through Serve's proxy (replica.Generate called directly);
-- capacity: open-loop Poisson load at rising rates against zero-step-time simulated replicas,
+- capacity: open-loop Poisson load at rising rates (aiohttp, `slomesh/bench/open_loop.py`, with
+  an unmeasured warm-up per rate) against zero-step-time simulated replicas,
   p99 admission latency (time to first token with engines that take no time) per rate;
 - memory (RSS of every Ray process) and start-up time of the mesh.
 Engines are the simulated engine at zero step time, so what is measured is the mesh.
@@ -18,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from slomesh.bench.open_loop import ladder, percentiles_ms
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
 
@@ -88,15 +88,6 @@ def _zero_time_config(
         elif app["name"] == "scheduler":
             args["max_in_flight_per_replica"] = 4096
     return config
-
-
-def _pcts(xs: list[float]) -> dict[str, float]:
-    a = np.asarray(xs) * 1e3
-    return {
-        "p50_ms": float(np.percentile(a, 50)),
-        "p99_ms": float(np.percentile(a, 99)),
-        "n": len(xs),
-    }
 
 
 async def _direct_engine_ttft(n: int) -> list[float]:
@@ -201,39 +192,7 @@ async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
 async def _capacity(
     url: str, rates: list[float], seconds: float, seed: int, model: str
 ) -> list[dict[str, Any]]:
-    import httpx
-
-    rng = np.random.default_rng(seed)
-    steps = []
-    limits = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)
-    async with httpx.AsyncClient(timeout=30.0, limits=limits) as client:
-        for rate in rates:
-            gaps = rng.exponential(1.0 / rate, int(rate * seconds))
-            lat: list[float] = []
-            err_box = [0]
-
-            async def one(out: list[float] = lat, errs: list[int] = err_box) -> None:
-                try:
-                    out.append(await _http_ttft(client, url, model))
-                except Exception:
-                    errs[0] += 1
-
-            tasks = []
-            t0 = time.perf_counter()
-            for at in np.cumsum(gaps):
-                await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
-                tasks.append(asyncio.create_task(one()))
-            await asyncio.gather(*tasks)
-            took = time.perf_counter() - t0
-            errors = err_box[0]
-            steps.append(
-                {"rate_rps": rate, "achieved_rps": len(lat) / took, "errors": errors, **_pcts(lat)}
-            )
-            print(
-                f"  rate {rate:g}/s: p50 {steps[-1]['p50_ms']:.1f} ms, "
-                f"p99 {steps[-1]['p99_ms']:.1f} ms, errors {errors}"
-            )
-    return steps
+    return await ladder(url, model, _PROMPT, rates, seconds, seed)
 
 
 def _ray_rss_mb() -> float:
@@ -262,26 +221,15 @@ async def _probe(
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     capacity = await _capacity(url, rates, args.seconds, args.seed, model)
     ok = [s["rate_rps"] for s in capacity if s["p99_ms"] <= 50.0 and s["errors"] == 0]
-    d, m = _pcts(direct), _pcts(mesh_ttft)
+    d, m = percentiles_ms(direct), percentiles_ms(mesh_ttft)
     return {
         "direct_engine_ttft": d,
         "mesh_ttft": m,
         "mesh_added_ttft_ms": {"p50": m["p50_ms"] - d["p50_ms"], "p99": m["p99_ms"] - d["p99_ms"]},
-        "one_grpc_hop_ttft": _pcts(hop),
+        "one_grpc_hop_ttft": percentiles_ms(hop),
         "capacity": capacity,
         "max_rate_p99_under_50ms_rps": max(ok, default=0.0),
     }
-
-
-async def _warm_then_capacity(
-    args: argparse.Namespace, url: str, rates: list[float]
-) -> list[dict[str, Any]]:
-    import httpx
-
-    async with httpx.AsyncClient(timeout=30.0) as client:
-        for _ in range(10):  # warm-up: connections, lazily created stubs
-            await _http_ttft(client, url, _MODEL["simulated"])
-    return await _capacity(url, rates, args.seconds, args.seed, _MODEL["simulated"])
 
 
 def _admission_capacity(args: argparse.Namespace) -> float | None:
@@ -292,7 +240,9 @@ def _admission_capacity(args: argparse.Namespace) -> float | None:
     try:
         http, _ = mesh.endpoints(config)
         rates = [float(r) for r in args.rates.split(",") if r.strip()]
-        steps = asyncio.run(_warm_then_capacity(args, f"{http}/completions", rates))
+        steps = asyncio.run(
+            _capacity(f"{http}/completions", rates, args.seconds, args.seed, _MODEL["simulated"])
+        )
     finally:
         mesh.stop()
     ok = [s["rate_rps"] for s in steps if s["p99_ms"] <= 50.0 and s["errors"] == 0]
