@@ -48,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--compare",
         default=None,
-        help='side by side with slomesh on the tiny vLLM model: "bare-vllm,ray-serve-llm"',
+        help="side by side with slomesh (two replicas) on the tiny vLLM model: any of "
+        "bare-vllm,ray-serve-llm,slomesh-1 (slomesh with one replica, the peers' engine count)",
     )
     p.add_argument(
         "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"

@@ -16,7 +16,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +61,18 @@ def parse_systems(text: str) -> list[str]:
     return [n for n in SYSTEM_NAMES if n in names or n == "slomesh"]
 
 
-def slomesh_config(config: dict[str, Any], traces: Path) -> dict[str, Any]:
-    """The default vLLM mesh config with every service's spans in `traces`."""
+def slomesh_config(config: dict[str, Any], traces: Path, engines: int = 0) -> dict[str, Any]:
+    """The default vLLM mesh config with every service's spans in `traces`; `engines` > 0
+    keeps only the first `engines` replicas (their applications and the scheduler's list)."""
     out = copy.deepcopy(config)
+    if engines > 0:
+        names = [a["name"] for a in out["applications"] if a["name"].startswith("replica-")]
+        dropped = set(names[engines:])
+        out["applications"] = [a for a in out["applications"] if a["name"] not in dropped]
+        for app in out["applications"]:
+            listed = app.get("args", {}).get("replicas")
+            if isinstance(listed, list):
+                app["args"]["replicas"] = [r for r in listed if r["application"] not in dropped]
     for app in out["applications"]:
         args = app.setdefault("args", {})
         args["tracing"] = {"exporter": "file", "file_path": str(traces)}
@@ -149,17 +158,21 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     # actors OMP_NUM_THREADS=1; with one thread per core vLLM's spinning OpenMP workers thrash
     # on a busy 2-core machine: 138 ms/token measured under load average 20)
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
-    traces = (out_dir / "traces-slomesh.jsonl").resolve()
-    traces.unlink(missing_ok=True)
-    cfg_path = out_dir / "slomesh.yaml"
-    cfg_path.write_text(yaml.safe_dump(slomesh_config(config, traces)))
     http, _ = mesh.endpoints(config)
+
+    def slomesh(name: str, engines: int) -> SystemSpec:
+        traces = (out_dir / f"traces-{name}.jsonl").resolve()
+        traces.unlink(missing_ok=True)
+        cfg_path = out_dir / f"{name}.yaml"
+        cfg_path.write_text(yaml.safe_dump(slomesh_config(config, traces, engines)))
+        spec = slomesh_spec(cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], engines, http, model)
+        return replace(spec, name=name)
+
     made = {
         "bare-vllm": lambda: bare_vllm_spec(kwargs, model, ports["bare-vllm"], env),
         "ray-serve-llm": lambda: ray_serve_llm_spec(kwargs, model, ports["ray-serve-llm"], env),
-        "slomesh": lambda: slomesh_spec(
-            cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], len(replicas), http, model
-        ),
+        "slomesh-1": lambda: slomesh("slomesh-1", 1),
+        "slomesh": lambda: slomesh("slomesh", len(replicas)),
     }
     return [made[n]() for n in names]
 

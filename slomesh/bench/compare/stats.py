@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh")
-"""Every system `--compare` knows; slomesh always runs, the others when named."""
+SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh")
+"""Every system `--compare` knows; slomesh (its default two replicas) always runs, the others
+when named. `slomesh-1` is slomesh with one replica: the same engine count as the peers."""
 
 
 @dataclass

@@ -162,6 +162,7 @@ def test_span_breakdown_by_name_window_and_ms_attributes():
         ("bare-vllm,ray-serve-llm", ["bare-vllm", "ray-serve-llm", "slomesh"]),
         ("ray-serve-llm", ["ray-serve-llm", "slomesh"]),
         ("", ["slomesh"]),
+        ("slomesh-1,bare-vllm", ["bare-vllm", "slomesh-1", "slomesh"]),
     ],
 )
 def test_parse_systems_orders_and_always_measures_slomesh(text, want):
@@ -318,3 +319,23 @@ def test_slomesh_config_sends_every_service_spans_to_one_file(tmp_path: Path):
         str(tmp_path / "t.jsonl")
     ] * 2
     assert "tracing" not in config["applications"][0]["args"]  # the input is left alone
+
+
+def test_slomesh_config_with_one_engine_drops_the_other_replicas_everywhere(tmp_path: Path):
+    def rep(i: int) -> dict:
+        return {"application": f"replica-{i}", "gpu": "cpu", "model": "m"}
+
+    config = {
+        "applications": [
+            {"name": "replica-0", "args": {}},
+            {"name": "replica-1", "args": {}},
+            {"name": "scheduler", "args": {"replicas": [rep(0), rep(1)]}},
+            {"name": "ingress", "args": {}},
+        ]
+    }
+    one = slomesh_config(config, tmp_path / "t.jsonl", engines=1)
+    assert [a["name"] for a in one["applications"]] == ["replica-0", "scheduler", "ingress"]
+    assert one["applications"][1]["args"]["replicas"] == [rep(0)]
+    both = slomesh_config(config, tmp_path / "t.jsonl")  # 0: every replica kept
+    assert len(both["applications"]) == 4
+    assert len(config["applications"][2]["args"]["replicas"]) == 2  # input left alone
