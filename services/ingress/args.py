@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
+from services.ingress.core.front_door import FrontDoorConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy
 from services.ingress.core.tenancy import TenancyConfig
@@ -83,3 +84,7 @@ class IngressArgs(BaseModel):
     batch: BatchConfig = BatchConfig()
     """The OpenAI Batch API (`/v1/files`, `/v1/batches`): SQLite storage directory, limits and
     how batch requests are run beside interactive traffic (`core/batch_files.py`)."""
+    front_door: FrontDoorConfig = FrontDoorConfig()
+    """The replicas' own HTTP server (core/front_door.py): the same API on
+    front_door.host:front_door.port (127.0.0.1:8100), straight to an ingress replica without
+    Serve's proxy hop; Serve's proxy (port 8000) keeps serving it too."""

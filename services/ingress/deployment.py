@@ -37,6 +37,7 @@ from services.ingress.core.openai_schema import (
     sse,
     validate_body,
 )
+from services.ingress.front_door import FrontDoor, door_lifespan, in_serve_replica, serving_app
 from services.ingress.http_api import (
     IngressAPI,
     completion_route_docs,
@@ -50,7 +51,7 @@ from services.ingress.pipeline import Admitted, Pipeline
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
 
-app = IngressAPI(title="slomesh", version="0.1.0")
+app = IngressAPI(title="slomesh", version="0.1.0", lifespan=door_lifespan)
 install_error_handling(app)  # before @serve.ingress, which freezes a copy of the app
 
 
@@ -135,6 +136,13 @@ class IngressDeployment:
         self.batches = BatchAPI(self.args, self.pipeline)
         self._batch_runner: asyncio.Task[None] | None = None
         self._start_batch_runner()
+        self._door: FrontDoor | None = None
+        door = self.args.front_door
+        if door.enabled and in_serve_replica():  # never in tests that build the class
+            a = self.args
+            limit = door.in_flight_limit(a.max_ongoing_requests, a.max_queued_at_proxy)
+            self._door = FrontDoor(door, limit)
+            self._door.start(lambda: serving_app(self))
 
     def _start_batch_runner(self) -> None:
         """Run this replica's batch runner (from the constructor, which Serve runs on the

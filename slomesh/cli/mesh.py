@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, credential_metadata, new_mesh_token
+from slomesh.cli.front_door import door_port_taken, door_url, wait_for_door
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
@@ -186,6 +187,9 @@ def check_ports_free(config: dict[str, Any]) -> None:
         ("http_options.port", http.get("host", "127.0.0.1"), int(http.get("port", 8000))),
         ("grpc_options.port", "::", int(grpc.get("port", 9000))),
     ]
+    taken = door_port_taken(config)
+    if taken is not None:
+        raise PortTaken(taken)
     for field, host, port in checks:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -276,6 +280,7 @@ def start(
         ]
     )
     _wait_for_routes(config, [a.get("route_prefix") for a in apps])
+    wait_for_door(config)
     return time.monotonic() - t0
 
 
@@ -315,6 +320,12 @@ def endpoints(config: dict[str, Any]) -> tuple[str, str]:
         f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}/v1",
         f"{http.get('host', '127.0.0.1')}:{grpc.get('port', 9000)}",
     )
+
+
+def openai_url(config: dict[str, Any]) -> str:
+    """The OpenAI base URL clients should use: the ingress replicas' own door when enabled
+    (no proxy hop), else Serve's HTTP proxy."""
+    return door_url(config) or endpoints(config)[0]
 
 
 def wait_for_interrupt() -> None:

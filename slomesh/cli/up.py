@@ -123,9 +123,11 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         took = mesh.start(config, args.num_cpus, metrics_port=args.metrics_port)
         http, grpc = mesh.endpoints(config)
+        api = mesh.openai_url(config)
+        via = f" (straight to the ingress replicas; through Serve's proxy: {http})"
         print(
-            f"slomesh is up in {took:.1f} s: OpenAI API {http}, gRPC {grpc}, "
-            f"Prometheus metrics {metrics_url(args.metrics_port)}"
+            f"slomesh is up in {took:.1f} s: OpenAI API {api}{via if api != http else ''}, "
+            f"gRPC {grpc}, Prometheus metrics {metrics_url(args.metrics_port)}"
         )
         print("applications: " + ", ".join(a["name"] for a in config["applications"]))
         if not args.exit_after_start:

@@ -1,0 +1,67 @@
+"""The ingress replicas' own HTTP door in a mesh config (services/ingress/front_door.py): where
+it answers, whether its port is free before a start, and waiting until it answers."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from services.ingress.core.front_door import FrontDoorConfig, base_url
+
+INGRESS_IMPORT_PATH = "services.ingress.deployment:build_app"
+
+
+def door_config(config: dict[str, Any]) -> FrontDoorConfig | None:
+    """The ingress application's `front_door` settings; None when it has none enabled (or the
+    config has no ingress)."""
+    for app in config.get("applications", []):
+        if app.get("import_path") == INGRESS_IMPORT_PATH:
+            door = FrontDoorConfig.model_validate((app.get("args") or {}).get("front_door", {}))
+            return door if door.enabled else None
+    return None
+
+
+def door_url(config: dict[str, Any]) -> str | None:
+    """OpenAI base URL of the ingress replicas' own door on this machine, or None."""
+    door = door_config(config)
+    return base_url(door) if door is not None else None
+
+
+def door_port_taken(config: dict[str, Any]) -> str | None:
+    """Why the door's port cannot be used (another socket listens there), or None. The bind is
+    without SO_REUSEPORT, so any other listener fails it (a second mesh's door included)."""
+    door = door_config(config)
+    if door is None:
+        return None
+    host = "0.0.0.0" if door.host == "node" else door.host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, door.port))
+        except OSError as err:
+            return (
+                f"ingress front_door.port: port {door.port} on {host} is taken ({err.strerror}); "
+                "stop the other mesh or program, or set the ingress's front_door.port"
+            )
+    return None
+
+
+def wait_for_door(config: dict[str, Any], timeout_s: float = 60.0) -> None:
+    """Wait until the door answers `/v1/models` (the replicas start serving it just after Serve
+    reports them running)."""
+    import httpx
+
+    url = door_url(config)
+    if url is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/models", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the ingress's front door {url} did not answer in {timeout_s:.0f} s")
