@@ -34,12 +34,13 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
     for spec in specs(names, out_dir, PORTS):
         result, windows = run_system(spec, plan, out_dir / "logs")
         print(f"   load average: {load_average()}")
-        if spec.name == "slomesh":
-            traces = out_dir / "traces-slomesh.jsonl"
+        if spec.name in ("slomesh", "slomesh-proxy"):
+            traces = out_dir / f"traces-{spec.name}.jsonl"
             lines = traces.read_text().splitlines() if traces.exists() else []
+            label = "" if spec.name == "slomesh" else f" ({spec.name})"
             for phase, window in windows.items():
-                span_tables[phase] = span_breakdown(lines, window)
-            result.spans = span_tables.get("unloaded max_tokens=1", {})
+                span_tables[phase + label] = span_breakdown(lines, window)
+            result.spans = span_tables.get("unloaded max_tokens=1" + label, {})
         results.append(result)
     capacity = admission_capacity() if args.rates.strip() else None
     print(f"load average after: {load_average()}")

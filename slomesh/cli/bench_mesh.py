@@ -1,7 +1,8 @@
 """`slomesh bench-mesh`: what the live mesh costs, measured on loopback.
 
 - overhead: TTFT through the whole mesh (HTTP -> ingress -> predictor -> scheduler -> replica,
-  streaming) minus TTFT of the same engine called in-process, and the cost of one gRPC hop
+  streaming; HTTP to the ingress replicas' own front door, or with `--door proxy` through
+  Serve's HTTP proxy) minus TTFT of the same engine called in-process, and the cost of one gRPC hop
   through Serve's proxy (replica.Generate called directly);
 - capacity: open-loop Poisson load at rising rates (aiohttp, `slomesh/bench/open_loop.py`, with
   an unmeasured warm-up per rate) against zero-step-time simulated replicas,
@@ -22,6 +23,7 @@ from typing import Any
 from slomesh.bench.open_loop import ladder, percentiles_ms
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
+from slomesh.cli.front_door import door_url
 
 _PROMPT = "measure the mesh"
 
@@ -48,8 +50,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--compare",
         default=None,
-        help="side by side with slomesh (two replicas) on the tiny vLLM model: any of "
-        "bare-vllm,ray-serve-llm,slomesh-1 (slomesh with one replica, the peers' engine count)",
+        help="side by side with slomesh (two replicas, through the ingress's front door) on the "
+        "tiny vLLM model: any of bare-vllm,ray-serve-llm,slomesh-1 (slomesh with one replica, "
+        "the peers' engine count),slomesh-proxy (slomesh through Serve's HTTP proxy)",
     )
     p.add_argument(
         "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"
@@ -60,6 +63,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="fast",
         help="issue 16's hot path: leases and direct replica streams (fast, the default), one "
         "of them off, or both off (full: Predict + Admit + a Serve handle stream per request)",
+    )
+    p.add_argument(
+        "--door",
+        choices=["front", "proxy"],
+        default="front",
+        help="where the client sends requests: the ingress replicas' own server (front, "
+        "front_door.port 8100, the default) or Serve's HTTP proxy (proxy, port 8000)",
     )
     p.add_argument(
         "--engine",
@@ -233,13 +243,24 @@ async def _probe(
     }
 
 
+def _api_url(config: dict[str, Any], door: str) -> str:
+    """The OpenAI base URL the client uses: the front door or Serve's proxy."""
+    http, _ = mesh.endpoints(config)
+    if door == "proxy":
+        return http
+    url = door_url(config)
+    if url is None:
+        raise UsageError("--door front: the config's ingress has front_door disabled")
+    return url
+
+
 def _admission_capacity(args: argparse.Namespace) -> float | None:
     """The highest --rates step with p99 admission <= 50 ms and no errors, zero-time
     simulated engines (what `admission_capacity_rps` of compare.json reports)."""
     config = _zero_time_config(args.transport, "simulated", args.hot_path)
     mesh.start(config)
     try:
-        http, _ = mesh.endpoints(config)
+        http = _api_url(config, args.door)
         rates = [float(r) for r in args.rates.split(",") if r.strip()]
         steps = asyncio.run(
             _capacity(f"{http}/completions", rates, args.seconds, args.seed, _MODEL["simulated"])
@@ -269,8 +290,10 @@ def run(args: argparse.Namespace) -> int:
         direct = asyncio.run(_direct_engine_ttft(args.requests))
     started = mesh.start(config)
     try:
-        http, grpc_target = mesh.endpoints(config)
+        _, grpc_target = mesh.endpoints(config)
+        http = _api_url(config, args.door)
         result = asyncio.run(_probe(args, http, grpc_target, direct))
+        result["door"] = args.door
         result["transport"] = args.transport
         result["hot_path"] = args.hot_path
         result["engine"] = args.engine

@@ -158,9 +158,10 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     # actors OMP_NUM_THREADS=1; with one thread per core vLLM's spinning OpenMP workers thrash
     # on a busy 2-core machine: 138 ms/token measured under load average 20)
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
-    http, _ = mesh.endpoints(config)
+    proxy, _ = mesh.endpoints(config)
+    front = mesh.openai_url(config)  # the ingress replicas' own door
 
-    def slomesh(name: str, engines: int) -> SystemSpec:
+    def slomesh(name: str, engines: int, http: str = front) -> SystemSpec:
         traces = (out_dir / f"traces-{name}.jsonl").resolve()
         traces.unlink(missing_ok=True)
         cfg_path = out_dir / f"{name}.yaml"
@@ -172,6 +173,7 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
         "bare-vllm": lambda: bare_vllm_spec(kwargs, model, ports["bare-vllm"], env),
         "ray-serve-llm": lambda: ray_serve_llm_spec(kwargs, model, ports["ray-serve-llm"], env),
         "slomesh-1": lambda: slomesh("slomesh-1", 1),
+        "slomesh-proxy": lambda: slomesh("slomesh-proxy", len(replicas), proxy),
         "slomesh": lambda: slomesh("slomesh", len(replicas)),
     }
     return [made[n]() for n in names]

@@ -17,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
-SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh")
+SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh-proxy", "slomesh")
 """Every system `--compare` knows; slomesh (its default two replicas) always runs, the others
-when named. `slomesh-1` is slomesh with one replica: the same engine count as the peers."""
+when named. `slomesh-1` is slomesh with one replica: the same engine count as the peers. The
+slomesh rows talk to the ingress replicas' own front door; `slomesh-proxy` is slomesh (two
+replicas) measured through Serve's HTTP proxy instead (port 8000, the door before issue 16's
+front door)."""
 
 
 @dataclass
