@@ -66,6 +66,13 @@ def add_replay_parser(cmds: argparse._SubParsersAction[argparse.ArgumentParser])
         "the prior's own online steps alone)",
     )
     rp.add_argument(
+        "--conformal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learned only: the online per-model p90 calibration (default on; --no-conformal: "
+        "the distribution's own spread)",
+    )
+    rp.add_argument(
         "--window",
         type=int,
         default=DEFAULT_WINDOW,
@@ -76,12 +83,14 @@ def add_replay_parser(cmds: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _core(args: argparse.Namespace) -> LengthPredictor:
     if args.predictor == "learned":
+        from services.predictor.core.learned.conformal import ConformalConfig
         from services.predictor.core.learned.online_layer import OnlineLayerConfig
         from services.predictor.core.learned.predictor import LearnedConfig
         from services.predictor.model_store import load_model
 
         layer = OnlineLayerConfig(enabled=args.online_layer)
-        return load_model(args.model, LearnedConfig(online_layer=layer))
+        conformal = ConformalConfig(enabled=args.conformal)
+        return load_model(args.model, LearnedConfig(online_layer=layer, conformal=conformal))
     if args.model is not None:
         raise UsageError("--model is only for --predictor learned")
     from services.predictor.core.registry import create_predictor
@@ -121,11 +130,13 @@ def replay_lines(
     ]
 
 
-def _fmt(m: StreamMetrics, name: str) -> str:
+def _fmt(m: StreamMetrics, name: str, p90: Sequence[float], true: Sequence[int]) -> str:
     tau = "n/a" if m.kendall_tau is None else f"{m.kendall_tau:.3f}"
+    lines = range(m.first_line - 1, m.last_line)
+    covered = sum(true[i] <= p90[i] for i in lines) / m.n
     return (
         f"{name} lines {m.first_line}-{m.last_line} (n={m.n}): "
-        f"Kendall tau {tau}, MAE {m.mae_tokens:.1f} tokens"
+        f"Kendall tau {tau}, MAE {m.mae_tokens:.1f} tokens, p90 covers {100 * covered:.1f}%"
     )
 
 
@@ -179,8 +190,9 @@ def run_replay(args: argparse.Namespace) -> int:
     first, second = halves(means, true)
     name = args.predictor
     print(f"replayed {len(inputs)} lines with {name} ({core.observations} observations)")
-    print(_fmt(first, "first half: "))
-    print(_fmt(second, "second half:"))
+    p90 = [d.p90_tokens for d in dists]
+    print(_fmt(first, "first half: ", p90, true))
+    print(_fmt(second, "second half:", p90, true))
     curve = sliding_tau(means, true, args.window)
     png = curve_path(out_path)
     if curve:

@@ -144,7 +144,10 @@ def test_state_round_trip_through_json(small: LearnedPredictor) -> None:
     ("data", "match"),
     [
         (b"not a zip", "not a readable"),
-        (codec.encode({}, {"format_version": 99}), "format_version must be one of \\[1, 2, 3\\]"),
+        (
+            codec.encode({}, {"format_version": 99}),
+            "format_version must be one of \\[1, 2, 3, 4\\]",
+        ),
         (codec.encode({}, {"format": "other"}), "format must be"),
     ],
 )

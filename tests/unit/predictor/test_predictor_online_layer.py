@@ -118,8 +118,11 @@ def test_layer_learns_a_shifted_stream_faster_and_keeps_unchanged_traffic(
     trained_small: LearnedPredictor, inverted: bool, seed: int
 ) -> None:
     data = trained_small.to_bytes()
-    off = LearnedPredictor.from_bytes(data, LearnedConfig(online_layer={"enabled": False}))
-    on = LearnedPredictor.from_bytes(data, LearnedConfig())
+    # the layer alone: the p90 calibration (test_predictor_conformal.py) is off in both arms
+    off = LearnedPredictor.from_bytes(
+        data, LearnedConfig(online_layer={"enabled": False}, conformal={"enabled": False})
+    )
+    on = LearnedPredictor.from_bytes(data, LearnedConfig(conformal={"enabled": False}))
     lines = _stream(300, inverted, seed)
     tau_off, tau_on = _replay(off, lines), _replay(on, lines)
     if inverted:  # a new model with the opposite habit: the layer turns the ranking round sooner
@@ -142,12 +145,13 @@ def test_layer_state_round_trips_and_format_2_files_start_with_an_empty_layer() 
     )
     assert a.mean_tokens != b.mean_tokens  # the prompt matters (sanity)
     arrays, meta = codec.decode(model.to_bytes())
-    assert meta["format_version"] == 3
+    assert meta["format_version"] == 4
     old = {k: v for k, v in arrays.items() if not k.startswith("layer_")}
     v2 = LearnedPredictor.from_bytes(codec.encode(old, {**meta, "format_version": 2}))
     assert v2.layer is not None and v2.layer.observations == 0
     prior = LearnedPredictor.from_bytes(
-        model.to_bytes(), LearnedConfig(online_layer={"enabled": False})
+        model.to_bytes(),
+        LearnedConfig(online_layer={"enabled": False}, conformal={"enabled": False}),
     )
     got = v2.predict(probe, short_prompt("topic 1")).mean_tokens
     assert got == pytest.approx(prior.predict(probe, short_prompt("topic 1")).mean_tokens)

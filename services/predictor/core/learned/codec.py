@@ -3,11 +3,13 @@
 An uncompressed-pickle-free `.npz` (numpy's zip of arrays, written compressed, read with
 allow_pickle=False): the float32 threshold coefficients and intercepts, SGD step counters, bucket
 centres, any pending online mini-batch (CSR arrays), the online layer's learned state (version 3:
-`layer_*` arrays, online_layer.py) and `meta_json`, the UTF-8 JSON metadata as a uint8 array. The
-metadata carries FORMAT_VERSION, which `decode` checks: version 3 files are written; version 2
-files (no online layer state: the layer starts empty) and version 1 files (before the
-instruction features, whose feature config has no `feature_version`, read as feature_version 1)
-still load; any other version is refused.
+`layer_*` arrays, online_layer.py) and `meta_json`, the UTF-8 JSON metadata as a uint8 array
+(version 4: with the online p90 calibration's per-model state, `conformal`, conformal.py). The
+metadata carries FORMAT_VERSION, which `decode` checks: version 4 files are written; version 3
+files (no p90 calibration state: it starts at no stretch), version 2 files (no online layer
+state either: the layer starts empty) and version 1 files (before the instruction features,
+whose feature config has no `feature_version`, read as feature_version 1) still load; any other
+version is refused.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 FORMAT = "slomesh-learned-length-predictor"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Layout version of the model files written; decode reads READABLE_VERSIONS."""
 
-READABLE_VERSIONS = (1, 2, 3)
-"""Model file versions decode accepts (1: feature_version 1 implied; 1 and 2: no layer state)."""
+READABLE_VERSIONS = (1, 2, 3, 4)
+"""Model file versions decode accepts (1: feature_version 1 implied; 1 and 2: no layer state;
+1 to 3: no p90 calibration state)."""
 
 _META = "meta_json"
 

@@ -38,6 +38,12 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.predictor.core.learned import codec
+from services.predictor.core.learned.conformal import (
+    ConformalConfig,
+    OnlineConformal,
+    p90_misses,
+    warp_probs,
+)
 from services.predictor.core.learned.features import FeatureBlocks, FeatureConfig, Featurizer
 from services.predictor.core.learned.history import LengthHistory
 from services.predictor.core.learned.online_layer import OnlineLayer, OnlineLayerConfig, shift_probs
@@ -74,15 +80,21 @@ class LearnedConfig(BaseModel):
     online_layer: OnlineLayerConfig = OnlineLayerConfig()
     """The online recalibration layer (online_layer.py): a fast residual shift of the prior."""
 
+    conformal: ConformalConfig = ConformalConfig()
+    """Online p90 calibration per model (conformal.py): a stretch around the median tracking
+    the share of completions above the predicted p90."""
+
 
 @dataclass(frozen=True, eq=False)
 class _Seen:
-    """What a prediction kept for its observe(): the feature row and the layer's inputs."""
+    """What a prediction kept for its observe(): the feature row, the layer's inputs and the
+    bucket probabilities served (for the p90 miss)."""
 
     row: FeatureBlocks
     z: NDArray[np.float64] | None
     folded: NDArray[np.float32] | None
     prior_log_mean: float
+    probs: NDArray[np.float64]
 
 
 class LearnedPredictor:
@@ -124,6 +136,8 @@ class LearnedPredictor:
         self._cache: OrderedDict[str, _Seen] = OrderedDict()
         layer = self.config.online_layer
         self.layer = OnlineLayer(layer, features.dense_features) if layer.enabled else None
+        conformal = self.config.conformal
+        self.conformal = OnlineConformal(conformal) if conformal.enabled else None
 
     # --- prediction -------------------------------------------------------------------------
 
@@ -179,20 +193,34 @@ class LearnedPredictor:
     def _layered_probs(
         self, rows: FeatureBlocks, models: Sequence[str]
     ) -> tuple[NDArray[np.float64], list[_Seen]]:
-        """Bucket probabilities (the prior's, shifted by the online layer) and what each row's
-        observe() needs."""
+        """Bucket probabilities (the prior's, shifted by the online layer, stretched by the
+        per-model p90 calibration) and what each row's observe() needs."""
         probs = self.bucket_probs(rows)
         log_mean = probs @ np.log(self.centres)
         n = probs.shape[0]
-        if self.layer is None:
-            return probs, [_Seen(rows.row(i), None, None, float(log_mean[i])) for i in range(n)]
-        folded = self.layer.fold(rows.text)
-        z = self.layer.inputs(rows.dense, models, log_mean, folded)
-        delta = self.layer.shift(z)
-        if delta.any():
-            probs = np.maximum(shift_probs(self.upper, probs, delta), self.ordinal.min_prob)
-            probs /= probs.sum(axis=1, keepdims=True)
-        seen = [_Seen(rows.row(i), z[i], folded[i], float(log_mean[i])) for i in range(n)]
+        z: NDArray[np.float64] | None = None
+        folded: NDArray[np.float32] | None = None
+        if self.layer is not None:
+            folded = self.layer.fold(rows.text)
+            z = self.layer.inputs(rows.dense, models, log_mean, folded)
+            delta = self.layer.shift(z)
+            if delta.any():
+                probs = np.maximum(shift_probs(self.upper, probs, delta), self.ordinal.min_prob)
+                probs /= probs.sum(axis=1, keepdims=True)
+        if self.conformal is not None:
+            probs = warp_probs(
+                self.upper, probs, np.asarray([self.conformal.scale(m) for m in models])
+            )
+        seen = [
+            _Seen(
+                rows.row(i),
+                None if z is None else z[i],
+                None if folded is None else folded[i],
+                float(log_mean[i]),
+                probs[i],
+            )
+            for i in range(n)
+        ]
         return probs, seen
 
     def _remember(self, request_id: str, row: _Seen) -> None:
@@ -215,6 +243,10 @@ class LearnedPredictor:
         if self.layer is not None and seen.z is not None and seen.folded is not None:
             residual = float(np.log(output_tokens)) - seen.prior_log_mean
             self.layer.observe(seen.z, seen.folded, residual)
+        if self.conformal is not None:
+            y = np.asarray([float(output_tokens)])
+            missed = p90_misses(self.upper, seen.probs[None, :], self.centres, y)
+            self.conformal.observe(request.model, bool(missed[0]))
         row = seen.row
         self._pending_rows.append(row.matrix())
         self._pending_buckets.append(bucket_index(self.upper, int(output_tokens)))
@@ -250,6 +282,7 @@ class LearnedPredictor:
             "min_prob": self.ordinal.min_prob,
             "temperature": self.ordinal.temperature,
             "history": self.history.to_dict(),
+            "conformal": None if self.conformal is None else self.conformal.to_dict(),
             "info": self.info,
         }
 
@@ -305,6 +338,9 @@ class LearnedPredictor:
             p._pending_buckets = [int(b) for b in buckets]
         if p.layer is not None and "layer_w" in arrays:
             p.layer.load_arrays(arrays)
+        fresh = meta.get("format_version", 0) >= 4  # earlier files: no stretch learned yet
+        if p.conformal is not None and fresh and isinstance(meta.get("conformal"), dict):
+            p.conformal.load_dict(meta["conformal"])
         return p
 
     def state(self) -> dict[str, Any]:
