@@ -133,6 +133,20 @@ def _calls() -> list[tuple[str, str, Any, str, Any, bool]]:
             False,
         ),
         (
+            "predictor",
+            "predictor.Batch",
+            predictor_pb2_grpc.PredictorStub,
+            "Batch",
+            predictor_pb2.PredictorBatch(
+                items=[
+                    predictor_pb2.PredictorWork(
+                        observe=predictor_pb2.Observation(meta=meta, output_tokens=3)
+                    )
+                ]
+            ),
+            False,
+        ),
+        (
             "profiler",
             "profiler.GetProfile",
             profiler_pb2_grpc.ProfilerStub,

@@ -10,6 +10,7 @@ from services.ingress.core.front_door import FrontDoorConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy
 from services.ingress.core.tenancy import TenancyConfig
+from services.ingress.predictor_feed import PredictorFeedConfig
 from shared.rpc.client import Transport
 from shared.telemetry import TracingConfig
 
@@ -81,6 +82,9 @@ class IngressArgs(BaseModel):
     admit_timeout_s: float = Field(12.0, gt=0)
     """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
     the scheduler's max_queue_wait_ms."""
+    predictor_feed: PredictorFeedConfig = PredictorFeedConfig()
+    """Fast-path predictions and completions go to the predictor in batches (one
+    predictor.Batch call per max_items or interval_ms; predictor_feed.py)."""
     batch: BatchConfig = BatchConfig()
     """The OpenAI Batch API (`/v1/files`, `/v1/batches`): SQLite storage directory, limits and
     how batch requests are run beside interactive traffic (`core/batch_files.py`)."""

@@ -66,7 +66,7 @@ class FastPath:
     def notify(
         self,
         meta: common_pb2.RequestMeta,
-        prediction: Awaitable[common_pb2.LengthPrediction],
+        prediction: Awaitable[object],
         replica: common_pb2.ReplicaRef,
     ) -> None:
         """In the background: tell the scheduler of the placement at once (its books must not

@@ -5,8 +5,9 @@ Hot path: with a lease credit for a replica of the model (fast_path.py, while th
 headroom) straight to replica.Generate (stream), predictor.Predict and scheduler.Place following
 in the background; without one, predictor.Predict -> scheduler.Admit (QLM queueing) ->
 replica.Generate. The scheduler only sees metadata; the prompt goes to the replica. Completion
-reports (scheduler.Report, predictor.Observe) leave the hot path as background tasks. The
-replica stream's relay is relay.py.
+reports (scheduler.Report, predictor.Observe) leave the hot path as background tasks (the
+predictor's in batches, with fast-path predictions: predictor_feed.py). The replica stream's
+relay is relay.py.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
 from services.ingress.fast_path import FastPath
 from services.ingress.observer import NullObserver, RequestObserver
+from services.ingress.predictor_feed import PredictorFeed
 from services.ingress.relay import StreamRelay
 from services.ingress.slicing import slice_streams
 from services.ingress.tokenizers import load_tokenizers
@@ -85,6 +87,8 @@ class Pipeline(StreamRelay):
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
         self.fast = FastPath(lambda: self.client)  # lease credits, if the scheduler grants
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
+        self.feed = PredictorFeed(self._send_feed, args.predictor_feed)
+        """Fast-path predictions and completions for the predictor, batched (predictor_feed.py)."""
 
     def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
         if isinstance(body, CompletionRequest):
@@ -215,7 +219,7 @@ class Pipeline(StreamRelay):
         if replica is not None:
             span.set_attribute("slomesh.fast_path", True)
             span.set_attribute("slomesh.replica", replica.application)
-            self.fast.notify(meta, self._predict(meta, prompt), replica)
+            self.fast.notify(meta, self._predict_later(meta, prompt), replica)
             reply = scheduler_pb2.AdmitReply(admitted=True, replica=replica)
             return reply, scheduler_pb2.AdmitRequest(meta=meta)
         prediction = await self._predict(meta, prompt)
@@ -288,6 +292,14 @@ class Pipeline(StreamRelay):
         except CallFailed:
             return common_pb2.LengthPrediction()  # admission goes on without a prediction
 
+    async def _predict_later(self, meta: common_pb2.RequestMeta, prompt: str) -> None:
+        """A fast-path request's prediction, queued for the next predictor.Batch (run in the
+        trace context of its admission: its `predict` span joins the request's trace)."""
+        self.feed.predict(meta, prompt, trace_headers())
+
+    async def _send_feed(self, batch: predictor_pb2.PredictorBatch) -> Any:
+        return await self.client.call("predictor", "predictor", "Batch", batch)
+
     async def _call(
         self, service: str, method: str, message: Any, timeout_s: float | None = None
     ) -> Any:
@@ -327,8 +339,7 @@ class Pipeline(StreamRelay):
                 await self.fast.settled(req.request_id)  # the scheduler knows of it first
                 await self._call("scheduler", "Report", report)
                 if reason in ("stop", "length"):
-                    obs = predictor_pb2.Observation(meta=meta, output_tokens=tokens)
-                    await self._call("predictor", "Observe", obs)
+                    self.feed.observe(meta, tokens)  # batched (predictor_feed.py)
             except (APIError, CallFailed):
                 pass  # best effort: the scheduler also frees slots of replicas it sees fail
 

@@ -1,24 +1,33 @@
 """The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config).
 
-Both run the steps of services/predictor/online.py, the same ones `slomesh predictor replay` runs.
+Both run the steps of services/predictor/online.py, the same ones `slomesh predictor replay` runs;
+Batch runs many of them in one call, in order (the ingress's background work, issue 16).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
+from opentelemetry import context as otel_context
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ray import serve
 from ray.serve import Application
 
 from services.predictor import online
 from services.predictor.core.registry import create_predictor
+from shared.domain import Request
+from shared.rpc.convert import request_from_meta
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.invalid_argument import request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
-from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
+from shared.telemetry import (
+    TracingConfig,
+    context_from,
+    incoming_context,
+    setup_tracing,
+    tracer,
+)
 
 
 class PredictorArgs(BaseModel):
@@ -52,18 +61,24 @@ class PredictorArgs(BaseModel):
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
 class PredictorDeployment:
+    """Predict, Observe and Batch (many of both, in order) over one core.
+
+    The methods are coroutines that never await while they use the core: they run on the
+    replica's event loop one at a time, so the core (not thread-safe) needs no lock, and a
+    call costs no hand-off to Serve's thread pool (sync methods run there: measured, the
+    hand-off cost more CPU than the prediction on a busy 2-core host, issue 16)."""
+
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = PredictorArgs.model_validate(args)
         setup_tracing("predictor", self.args.tracing)
         self.core = create_predictor(self.args.predictor, self.args.core_config())
-        self._lock = threading.Lock()  # the core is not thread-safe; sync methods may overlap
         self._tracer = tracer("predictor")
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
         return internal_not_found("predictor")
 
-    def Predict(
+    async def Predict(
         self,
         request: predictor_pb2.PredictRequest,
         grpc_context: Any = None,
@@ -71,10 +86,51 @@ class PredictorDeployment:
     ) -> common_pb2.LengthPrediction:
         require_mesh_credential(grpc_context, "predictor.Predict")
         req = request_or_refuse(request.meta, grpc_context, "predictor.Predict")
-        parent = incoming_context(grpc_context, trace_headers)
+        return self._predict(req, request.prompt, incoming_context(grpc_context, trace_headers))
+
+    async def Observe(
+        self,
+        request: predictor_pb2.Observation,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> predictor_pb2.ObserveReply:
+        require_mesh_credential(grpc_context, "predictor.Observe")
+        req = request_or_refuse(request.meta, grpc_context, "predictor.Observe")
+        n = online.observe(self.core, req, request.output_tokens)
+        return predictor_pb2.ObserveReply(observations=n)
+
+    async def Batch(
+        self,
+        request: predictor_pb2.PredictorBatch,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> predictor_pb2.PredictorBatchReply:
+        """Every item in order, each the same step as its single call (online.py); an item
+        whose metadata breaks a domain rule is skipped, not the batch."""
+        require_mesh_credential(grpc_context, "predictor.Batch")
+        done = 0
+        for item in request.items:
+            kind = item.WhichOneof("work")
+            if kind is None:
+                continue
+            meta = item.predict.meta if kind == "predict" else item.observe.meta
+            try:
+                req = request_from_meta(meta)
+            except ValueError:
+                continue
+            if kind == "predict":
+                parent = context_from(dict(item.trace_headers)) if item.trace_headers else None
+                self._predict(req, item.predict.prompt, parent)
+            else:
+                online.observe(self.core, req, item.observe.output_tokens)
+            done += 1
+        return predictor_pb2.PredictorBatchReply(observations=self.core.observations, done=done)
+
+    def _predict(
+        self, req: Request, prompt: str, parent: otel_context.Context | None
+    ) -> common_pb2.LengthPrediction:
         with self._tracer.start_as_current_span("predict", context=parent) as span:
-            with self._lock:
-                dist = online.predict(self.core, req, request.prompt)
+            dist = online.predict(self.core, req, prompt)
             span.set_attribute("slomesh.predicted_mean_tokens", dist.mean_tokens)
             return common_pb2.LengthPrediction(
                 mean_tokens=dist.mean_tokens,
@@ -84,18 +140,6 @@ class PredictorDeployment:
                 bucket_probs=list(dist.bucket_probs),
                 predictor_version=dist.version,
             )
-
-    def Observe(
-        self,
-        request: predictor_pb2.Observation,
-        grpc_context: Any = None,
-        trace_headers: dict[str, str] | None = None,
-    ) -> predictor_pb2.ObserveReply:
-        require_mesh_credential(grpc_context, "predictor.Observe")
-        req = request_or_refuse(request.meta, grpc_context, "predictor.Observe")
-        with self._lock:
-            n = online.observe(self.core, req, request.output_tokens)
-            return predictor_pb2.ObserveReply(observations=n)
 
 
 def build_app(args: dict[str, Any]) -> Application:

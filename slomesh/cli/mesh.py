@@ -37,13 +37,18 @@ and per streamed message (two of the knobs Serve's RAY_SERVE_THROUGHPUT_OPTIMIZE
 MESH_PROCESS_ENV = {
     "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "services.ingress.proxy_errors:proxy_middlewares",
     "RAY_worker_niceness": "0",
+    "OPENBLAS_NUM_THREADS": "1",
 }
 """Settings of the mesh's Ray processes (issue 17; each may be overridden from the environment).
 The HTTP proxy runs services/ingress/proxy_errors.py, so its own 429/503/500 answers come in
 OpenAI's error JSON like the ingress's. Ray starts its workers (every Serve replica and proxy)
 15 nice levels below their parent, so any other process on the host, a load generator
 included, takes the CPU from the serving path under load: the mesh runs at its parent's
-niceness instead (`nice -n 10 slomesh up` still lowers it)."""
+niceness instead (`nice -n 10 slomesh up` still lowers it). NumPy's OpenBLAS runs one thread
+(issue 16): it reads its thread count when NumPy is imported, before Ray sets OMP_NUM_THREADS
+for an actor, so the predictor's and ingress's small matrix products woke a second BLAS thread
+that spun against the engines (an Observe measured 0.4 ms single-threaded, 0.5-25 ms threaded
+on a loaded host); vLLM's own threads are OpenMP, not OpenBLAS."""
 
 
 def _deploy_dir() -> Path:

@@ -1,6 +1,6 @@
 """The ingress's FastAPI app in process (no Ray, no mesh): `IngressDeployment` built with a test
-double for the mesh client that answers predictor.Predict/Observe, scheduler.Admit/Report/Health
-and replica.Generate like the real services do."""
+double for the mesh client that answers predictor.Predict/Observe/Batch,
+scheduler.Admit/Report/Health and replica.Generate like the real services do."""
 
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ class FakeMesh:
         self.down = down
         self.crash = crash
         self.calls: list[tuple[str, str]] = []
+        self.fed: list[tuple[str, str, int]] = []
+        """predictor.Batch items in the order received: (kind, request id, output tokens)."""
         self.closed = False
 
     async def call(
@@ -71,6 +73,13 @@ class FakeMesh:
             )
         if (kind, method) == ("predictor", "Observe"):
             return predictor_pb2.ObserveReply(observations=1)
+        if (kind, method) == ("predictor", "Batch"):
+            for item in request.items:
+                work = item.WhichOneof("work")
+                part = item.predict if work == "predict" else item.observe
+                tokens = item.observe.output_tokens if work == "observe" else 0
+                self.fed.append((str(work), part.meta.request_id, tokens))
+            return predictor_pb2.PredictorBatchReply(done=len(request.items))
         if (kind, method) == ("scheduler", "Admit"):
             if not self.admit:
                 return scheduler_pb2.AdmitReply(

@@ -1,11 +1,13 @@
 """The ingress's fast path in process (fast_path.py): with a lease credit a request goes straight
 to the replica, with no Predict or Admit before its stream; the scheduler is told (`Place`)
-before its report, and the prediction runs after the first token. Without a credit (no grant
+before its report, and the prediction runs after the first token (sent with the
+completions in predictor.Batch calls). Without a credit (no grant
 yet, or a grant with none left) the full path: Predict, then Admit."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,8 +45,12 @@ def _stream(client: TestClient) -> None:
 
 
 def _wait_for(mesh: FakeMesh, call: tuple[str, str], count: int) -> None:
+    _wait_until(lambda: mesh.calls.count(call) >= count)
+
+
+def _wait_until(done: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 5
-    while mesh.calls.count(call) < count and time.monotonic() < deadline:
+    while not done() and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -66,18 +72,23 @@ def test_requests_on_credit_skip_predict_and_admit(
         _stream(client)
         _stream(client)
         _wait_for(mesh, ("scheduler", "Report"), 3)
-        _wait_for(mesh, ("predictor", "Predict"), 3)
+        _wait_until(lambda: sum(k == "observe" for k, _, _ in mesh.fed) == 3)
     later = mesh.calls[start:]
+    fed_predictions = [k for k, _, _ in mesh.fed].count("predict")
     assert later.count(("replica-1", "Generate")) == fast  # placed on the credit
     assert later.count(("scheduler", "Admit")) == 2 - fast  # the rest: the full path
     assert later.count(("scheduler", "Place")) == fast
-    assert later.count(("predictor", "Predict")) == 2  # every request is still predicted
+    assert later.count(("predictor", "Predict")) == 2 - fast  # the full path's, at once
+    assert fed_predictions == fast  # every request is still predicted: fast ones in batches
     if fast:
         first_place = later.index(("scheduler", "Place"))
         first_report = later.index(("scheduler", "Report"))
         assert first_place < first_report  # the scheduler hears of the placement first
         first_gen = later.index(("replica-1", "Generate"))
-        assert ("predictor", "Predict") not in later[:first_gen]  # not before the stream
+        assert ("predictor", "Batch") not in later[:first_gen]  # not before the stream
+        for _, rid, _ in mesh.fed:  # a request's prediction is learned before its completion
+            kinds = [k for k, r, _ in mesh.fed if r == rid]
+            assert kinds in (["predict", "observe"], ["observe"])
 
 
 class GoneReplicaMesh(LeasingMesh):

@@ -3,6 +3,7 @@ domain refuses (the caller's mistake), never INTERNAL."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -93,7 +94,7 @@ def test_the_predictor_shell_refuses_a_bad_message_with_invalid_argument(
     )
     before = shell.core.observations
     with pytest.raises(InvalidMessage):
-        getattr(shell, method)(message, grpc_context=ctx)
+        asyncio.run(getattr(shell, method)(message, grpc_context=ctx))
     assert ctx.code == grpc.StatusCode.INVALID_ARGUMENT
     assert f"predictor.{method}" in ctx.details
     assert shell.core.observations == before  # nothing learned from a refused message

@@ -25,19 +25,29 @@ _sym_db = _symbol_database.Default()
 from shared.rpc.slomesh.v1 import common_pb2 as slomesh_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aslomesh/v1/predictor.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"G\n\x0ePredictRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x0e\n\x06prompt\x18\x02 \x01(\t\"K\n\x0bObservation\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x15\n\routput_tokens\x18\x02 \x01(\r\"$\n\x0cObserveReply\x12\x14\n\x0cobservations\x18\x01 \x01(\x04\x32\x8e\x01\n\tPredictor\x12\x43\n\x07Predict\x12\x1a.slomesh.v1.PredictRequest\x1a\x1c.slomesh.v1.LengthPrediction\x12<\n\x07Observe\x12\x17.slomesh.v1.Observation\x1a\x18.slomesh.v1.ObserveReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aslomesh/v1/predictor.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"G\n\x0ePredictRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x0e\n\x06prompt\x18\x02 \x01(\t\"K\n\x0bObservation\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x15\n\routput_tokens\x18\x02 \x01(\r\"$\n\x0cObserveReply\x12\x14\n\x0cobservations\x18\x01 \x01(\x04\"\xeb\x01\n\rPredictorWork\x12-\n\x07predict\x18\x01 \x01(\x0b\x32\x1a.slomesh.v1.PredictRequestH\x00\x12*\n\x07observe\x18\x02 \x01(\x0b\x32\x17.slomesh.v1.ObservationH\x00\x12\x42\n\rtrace_headers\x18\x03 \x03(\x0b\x32+.slomesh.v1.PredictorWork.TraceHeadersEntry\x1a\x33\n\x11TraceHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04work\":\n\x0ePredictorBatch\x12(\n\x05items\x18\x01 \x03(\x0b\x32\x19.slomesh.v1.PredictorWork\"9\n\x13PredictorBatchReply\x12\x14\n\x0cobservations\x18\x01 \x01(\x04\x12\x0c\n\x04\x64one\x18\x02 \x01(\r2\xd4\x01\n\tPredictor\x12\x43\n\x07Predict\x12\x1a.slomesh.v1.PredictRequest\x1a\x1c.slomesh.v1.LengthPrediction\x12<\n\x07Observe\x12\x17.slomesh.v1.Observation\x1a\x18.slomesh.v1.ObserveReply\x12\x44\n\x05\x42\x61tch\x12\x1a.slomesh.v1.PredictorBatch\x1a\x1f.slomesh.v1.PredictorBatchReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'shared.rpc.slomesh.v1.predictor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PREDICTORWORK_TRACEHEADERSENTRY']._loaded_options = None
+  _globals['_PREDICTORWORK_TRACEHEADERSENTRY']._serialized_options = b'8\001'
   _globals['_PREDICTREQUEST']._serialized_start=67
   _globals['_PREDICTREQUEST']._serialized_end=138
   _globals['_OBSERVATION']._serialized_start=140
   _globals['_OBSERVATION']._serialized_end=215
   _globals['_OBSERVEREPLY']._serialized_start=217
   _globals['_OBSERVEREPLY']._serialized_end=253
-  _globals['_PREDICTOR']._serialized_start=256
-  _globals['_PREDICTOR']._serialized_end=398
+  _globals['_PREDICTORWORK']._serialized_start=256
+  _globals['_PREDICTORWORK']._serialized_end=491
+  _globals['_PREDICTORWORK_TRACEHEADERSENTRY']._serialized_start=432
+  _globals['_PREDICTORWORK_TRACEHEADERSENTRY']._serialized_end=483
+  _globals['_PREDICTORBATCH']._serialized_start=493
+  _globals['_PREDICTORBATCH']._serialized_end=551
+  _globals['_PREDICTORBATCHREPLY']._serialized_start=553
+  _globals['_PREDICTORBATCHREPLY']._serialized_end=610
+  _globals['_PREDICTOR']._serialized_start=613
+  _globals['_PREDICTOR']._serialized_end=825
 # @@protoc_insertion_point(module_scope)

@@ -45,6 +45,11 @@ class PredictorStub:
                 request_serializer=slomesh_dot_v1_dot_predictor__pb2.Observation.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_predictor__pb2.ObserveReply.FromString,
                 _registered_method=True)
+        self.Batch = channel.unary_unary(
+                '/slomesh.v1.Predictor/Batch',
+                request_serializer=slomesh_dot_v1_dot_predictor__pb2.PredictorBatch.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_predictor__pb2.PredictorBatchReply.FromString,
+                _registered_method=True)
 
 
 class PredictorServicer:
@@ -64,6 +69,15 @@ class PredictorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Batch(self, request, context):
+        """Many Predict and Observe calls in one message, run in their order (the ingress's background
+        work: fast-path predictions after the first token, completions), so one call carries what
+        would be one call per request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PredictorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +90,11 @@ def add_PredictorServicer_to_server(servicer, server):
                     servicer.Observe,
                     request_deserializer=slomesh_dot_v1_dot_predictor__pb2.Observation.FromString,
                     response_serializer=slomesh_dot_v1_dot_predictor__pb2.ObserveReply.SerializeToString,
+            ),
+            'Batch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Batch,
+                    request_deserializer=slomesh_dot_v1_dot_predictor__pb2.PredictorBatch.FromString,
+                    response_serializer=slomesh_dot_v1_dot_predictor__pb2.PredictorBatchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +151,33 @@ class Predictor:
             '/slomesh.v1.Predictor/Observe',
             slomesh_dot_v1_dot_predictor__pb2.Observation.SerializeToString,
             slomesh_dot_v1_dot_predictor__pb2.ObserveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Batch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Predictor/Batch',
+            slomesh_dot_v1_dot_predictor__pb2.PredictorBatch.SerializeToString,
+            slomesh_dot_v1_dot_predictor__pb2.PredictorBatchReply.FromString,
             options,
             channel_credentials,
             insecure,
