@@ -60,9 +60,15 @@ def tree_cpu(pid: int) -> CpuSplit:
 
 
 def _title(name: str, cmdline: list[str]) -> str:
-    """A short label of a process: Ray's and vLLM's titles, else the program and module."""
+    """A short label of a process: Ray's and vLLM's titles, else the program and module. A Ray
+    actor's title names the method it runs now (`ray::ServeReplica:app:Deployment.method`,
+    `ray::ServeController.listen_for_change`); the method is left out, so a process keeps its
+    label between the two samples of a difference (else its whole life's CPU, start-up
+    included, showed under the second label)."""
     first = cmdline[0] if cmdline else name
-    if first.startswith(("ray::", "VLLM::")) or not cmdline:
+    if first.startswith("ray::"):
+        return first.split(" ")[0].split(".")[0][:60]
+    if first.startswith("VLLM::") or not cmdline:
         return first.split(" ")[0][:60]
     args = [a for a in cmdline[1:] if not a.startswith("-")][:1]
     return " ".join([first.rsplit("/", 1)[-1], *(a.rsplit("/", 1)[-1] for a in args)])[:60]

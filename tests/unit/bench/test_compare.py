@@ -199,6 +199,22 @@ def test_engine_processes_by_title(name, cmdline, engine):
     assert is_engine_process(name, cmdline) is engine
 
 
+@pytest.mark.parametrize(
+    ("name", "cmdline", "title"),
+    [
+        ("x", ["ray::ServeReplica:predictor:P"], "ray::ServeReplica:predictor:P"),
+        ("x", ["ray::ServeReplica:predictor:P.handle_request"], "ray::ServeReplica:predictor:P"),
+        ("x", ["ray::ServeController.listen_for_change"], "ray::ServeController"),
+        ("VLLM::EngineCore", [], "VLLM::EngineCore"),
+        ("python3", ["/bin/python3", "-m", "vllm.api"], "python3 vllm.api"),
+    ],
+)
+def test_a_process_keeps_its_label_whatever_method_it_runs(name, cmdline, title):
+    from slomesh.bench.compare.cpu import _title
+
+    assert _title(name, cmdline) == title
+
+
 def test_cpu_split_difference():
     assert CpuSplit(5.0, 9.0).minus(CpuSplit(1.0, 4.0)) == CpuSplit(4.0, 5.0)
 
