@@ -105,10 +105,13 @@ class PredictorDeployment:
         grpc_context: Any = None,
         trace_headers: dict[str, str] | None = None,
     ) -> predictor_pb2.PredictorBatchReply:
-        """Every item in order, each the same step as its single call (online.py); an item
-        whose metadata breaks a domain rule is skipped, not the batch."""
+        """Every item in order, each the step its single call runs (online.py); a run of
+        predictions between observations is one `predict_many` (what predicting them in turn
+        gives, in one matrix product). An item whose metadata breaks a domain rule is skipped,
+        not the batch."""
         require_mesh_credential(grpc_context, "predictor.Batch")
         done = 0
+        run: list[tuple[Request, str, otel_context.Context | None]] = []
         for item in request.items:
             kind = item.WhichOneof("work")
             if kind is None:
@@ -118,13 +121,27 @@ class PredictorDeployment:
                 req = request_from_meta(meta)
             except ValueError:
                 continue
+            done += 1
             if kind == "predict":
                 parent = context_from(dict(item.trace_headers)) if item.trace_headers else None
-                self._predict(req, item.predict.prompt, parent)
-            else:
-                online.observe(self.core, req, item.observe.output_tokens)
-            done += 1
+                run.append((req, item.predict.prompt, parent))
+                continue
+            self._predict_many(run)
+            run = []
+            online.observe(self.core, req, item.observe.output_tokens)
+        self._predict_many(run)
         return predictor_pb2.PredictorBatchReply(observations=self.core.observations, done=done)
+
+    def _predict_many(self, run: list[tuple[Request, str, otel_context.Context | None]]) -> None:
+        """Predictions nobody waits for, in one pass; each gets its `predict` span."""
+        if not run:
+            return
+        spans = [self._tracer.start_span("predict", context=parent) for _, _, parent in run]
+        dists = online.predict_many(self.core, [r for r, _, _ in run], [p for _, p, _ in run])
+        for span, dist in zip(spans, dists, strict=True):
+            span.set_attribute("slomesh.predicted_mean_tokens", dist.mean_tokens)
+            span.set_attribute("slomesh.batched", len(run))
+            span.end()
 
     def _predict(
         self, req: Request, prompt: str, parent: otel_context.Context | None

@@ -1,9 +1,10 @@
 """Online learning, one step at a time: the live service's path and the replay's are the same.
 
-`predict` and `observe` are what `PredictorDeployment.Predict` / `Observe` run (under the shell's
-lock); `predict_then_observe` is one request's whole life (predict at admission, learn its true
-length when it ends), which `slomesh predictor replay` runs line by line over a stream. All pure:
-no clock, no I/O, no global RNG.
+`predict` and `observe` are what `PredictorDeployment.Predict` / `Observe` run (`Batch` runs
+`observe` and, over each run of predictions between observations, `predict_many`);
+`predict_then_observe` is one request's whole life (predict at admission, learn its true length
+when it ends), which `slomesh predictor replay` runs line by line over a stream. All pure: no
+clock, no I/O, no global RNG.
 
 Prequential metrics: every prediction is made before its own length is learned, so Kendall tau
 and MAE over a stream measure the predictor as it learns. `halves` splits a stream in two (the
@@ -27,6 +28,19 @@ from shared.domain.request import Request
 def predict(core: LengthPredictor, request: Request, prompt: str | None) -> LengthDistribution:
     """The Predict step: the output-length distribution of `request` (prompt None: not shared)."""
     return core.predict(request, prompt or None)
+
+
+def predict_many(
+    core: LengthPredictor, requests: Sequence[Request], prompts: Sequence[str | None]
+) -> list[LengthDistribution]:
+    """`predict` for several requests with no observation between them: what calling it on
+    each in turn returns, in one pass of the core's `predict_batch` when it has one (one
+    feature pass and matrix product for all: the predictor service's Batch)."""
+    many = getattr(core, "predict_batch", None)
+    if many is None:
+        return [predict(core, r, p) for r, p in zip(requests, prompts, strict=True)]
+    result: list[LengthDistribution] = many(list(requests), [p or None for p in prompts])
+    return result
 
 
 def observe(core: LengthPredictor, request: Request, output_tokens: int) -> int:

@@ -128,3 +128,21 @@ def test_batch_skips_a_bad_item_and_runs_the_rest():
     reply = asyncio.run(shell.Batch(predictor_pb2.PredictorBatch(items=items)))
     assert reply.done == 1
     assert reply.observations == before + 1
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [[PROMPTS[0]], PROMPTS, [None, PROMPTS[1], None], [PROMPTS[2], PROMPTS[2], PROMPTS[3]]],
+)
+def test_predict_many_is_predicting_each_in_turn(prompts):
+    """The Batch's pass over a run of predictions gives what one call each gives."""
+    from services.predictor import online
+
+    one = PredictorDeployment.func_or_class({}).core
+    many = PredictorDeployment.func_or_class({}).core
+    reqs = [Request(f"m{i}", "gpt-4-0613", 30 + i, 512, 0.0, SLO(1.0)) for i in range(len(prompts))]
+    singles = [online.predict(one, r, p) for r, p in zip(reqs, prompts, strict=True)]
+    batched = online.predict_many(many, reqs, prompts)
+    for a, b in zip(singles, batched, strict=True):
+        assert a.bucket_probs == pytest.approx(b.bucket_probs, rel=1e-12, abs=1e-15)
+        assert (a.mean_tokens, a.version) == pytest.approx((b.mean_tokens, b.version))
