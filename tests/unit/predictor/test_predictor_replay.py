@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -127,14 +128,23 @@ def test_deployment_and_replay_run_the_same_steps(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(online, "observe", spy_observe)
     shell = PredictorDeployment.func_or_class({"predictor": "online-histogram"})
     meta = request_to_meta(Request("r1", "m", 30, 512, 0.0, SLO(1.0)))
-    shell.Predict(predictor_pb2.PredictRequest(meta=meta, prompt="hi"))
-    assert shell.Observe(predictor_pb2.Observation(meta=meta, output_tokens=0)).observations == 1
+    asyncio.run(shell.Predict(predictor_pb2.PredictRequest(meta=meta, prompt="hi")))
+    reply = asyncio.run(shell.Observe(predictor_pb2.Observation(meta=meta, output_tokens=0)))
+    assert reply.observations == 1
+    meta2 = request_to_meta(Request("r2", "m", 30, 512, 0.0, SLO(1.0)))
+    batch = [  # the ingress's batched calls: the same steps, in order
+        predictor_pb2.PredictorWork(predict=predictor_pb2.PredictRequest(meta=meta2, prompt="x")),
+        predictor_pb2.PredictorWork(observe=predictor_pb2.Observation(meta=meta2, output_tokens=5)),
+    ]
+    assert asyncio.run(shell.Batch(predictor_pb2.PredictorBatch(items=batch))).observations == 2
     objs = stream(2)
     core = create_predictor("online-histogram")
     replay_lines(core, [(o, ReplayInput.model_validate(o)) for o in objs])
     assert calls == [
         ("predict", "r1"),
         ("observe", "r1"),
+        ("predict", "r2"),
+        ("observe", "r2"),
         ("predict", "line-1"),
         ("observe", "line-1"),
         ("predict", "line-2"),
