@@ -90,7 +90,9 @@ def test_tracking_brings_p90_coverage_into_the_band(
 
 
 def test_tracking_is_per_model_bounded_and_forgets_the_least_recent() -> None:
-    tracker = OnlineConformal(ConformalConfig(step=0.5, max_scale=0.8, max_models=2))
+    tracker = OnlineConformal(
+        ConformalConfig(step=0.5, shared_step=0.0, max_scale=0.8, max_models=2)
+    )
     for _ in range(20):  # misses: +0.5 x 0.9 each; hits: -0.5 x 0.1 each
         tracker.observe("wide", True)
         tracker.observe("narrow", False)
@@ -98,6 +100,18 @@ def test_tracking_is_per_model_bounded_and_forgets_the_least_recent() -> None:
     assert tracker.scale("narrow") == pytest.approx(-0.8)
     tracker.observe("third", False)
     assert "wide" not in tracker.scales and tracker.scale("wide") == 0.0
+
+
+@pytest.mark.parametrize(("missed", "sign"), [(True, 1.0), (False, -1.0)])
+def test_a_new_model_starts_from_the_shared_part(missed: bool, sign: float) -> None:
+    tracker = OnlineConformal(ConformalConfig(step=0.1, shared_step=0.05))
+    for _ in range(20):
+        tracker.observe("old", missed)
+    assert sign * tracker.scale("new") > 0.0  # inherited from the shared part only
+    assert abs(tracker.scale("new")) < abs(tracker.scale("old"))
+    restored = OnlineConformal(ConformalConfig(step=0.1, shared_step=0.05))
+    restored.load_dict(tracker.to_dict())
+    assert restored.scale("new") == tracker.scale("new")
 
 
 def _stream(n: int, seed: int) -> list[tuple[str, int]]:
@@ -167,3 +181,23 @@ def test_state_round_trips_and_format_3_files_start_unstretched(
 def test_bad_conformal_state_is_refused(scales: object, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         OnlineConformal(ConformalConfig()).load_dict({"scales": scales})
+
+
+@pytest.mark.parametrize("true_temperature", [0.7, 1.0, 1.6])
+def test_temperature_fit_recovers_a_known_spread(true_temperature: float) -> None:
+    """Lengths drawn so that P(length > u_k) = sigmoid(logit_k / T0) exactly: the fitted T is
+    near T0 and its p90 covers about 90%."""
+    from services.predictor.core.learned.calibration import cdf_at, fit_temperature
+    from services.predictor.core.learned.ordinal import OrdinalSGD
+
+    rng = np.random.default_rng(11)
+    n, upper = 4000, np.asarray(UPPER, dtype=np.float64)
+    level = rng.uniform(np.log(40.0), np.log(800.0), size=n)
+    logits = (level[:, None] - np.log(upper[:-1])[None, :]) * 2.0
+    eps = rng.logistic(size=n)
+    tokens = np.maximum(1, np.round(np.exp(level + true_temperature / 2.0 * eps))).astype(np.int64)
+    ordinal = OrdinalSGD(len(UPPER), 1, 1e-4, 0)
+    got = fit_temperature(logits, tokens, ordinal, UPPER, CENTRES, (0.88, 0.92))
+    assert got == pytest.approx(true_temperature, rel=0.15)
+    p = ordinal.probs_from_logits(logits, got)
+    assert 0.88 <= float(np.mean(cdf_at(UPPER, p, CENTRES, tokens.astype(float)) <= 0.9)) <= 0.92

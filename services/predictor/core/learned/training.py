@@ -7,8 +7,8 @@
    without their prompt (metadata-only requests). `epochs` shuffled partial_fit passes.
 2. Calibrate a temperature T (grid over 0.5..4) by cross-validation over the training prompts
    (`calibration_folds` folds by prompt): each fold is predicted by a model fitted on the other
-   folds (history from those folds), and T is the least out-of-fold log loss of the true bucket
-   among the T whose p90 covers a share of the out-of-fold lengths inside `p90_coverage_band`.
+   folds (history from those folds), and T is the one whose p90 covers a share of the
+   out-of-fold lengths nearest the middle of `p90_coverage_band` (calibration.py).
    (Two 15% validation splits gave p90 coverages of 0.90 and 0.93 at the same T, depending on the
    split, so every training prompt is used.)
 3. The model is fitted on all training examples and given T.
@@ -91,8 +91,8 @@ class TrainConfig(BaseModel):
     """Floor of every bucket probability."""
 
     p90_coverage_band: tuple[float, float] = (0.88, 0.92)
-    """Calibration: among temperatures whose validation p90 coverage is inside this band, the
-    one with the least validation log loss (else the coverage nearest the band's middle)."""
+    """Calibration: the temperature whose out-of-fold p90 coverage is nearest this band's
+    middle (ties: the least out-of-fold log loss)."""
 
     @field_validator("bucket_upper_tokens")
     @classmethod
