@@ -196,7 +196,9 @@ class LearnedPredictor:
         """Bucket probabilities (the prior's, shifted by the online layer, stretched by the
         per-model p90 calibration) and what each row's observe() needs."""
         probs = self.bucket_probs(rows)
-        log_mean = probs @ np.log(self.centres)
+        # row by row (not a BLAS gemv, whose rounding depends on the batch size): a batch
+        # predicts and learns exactly what one-at-a-time calls do
+        log_mean = (probs * np.log(self.centres)).sum(axis=1)
         n = probs.shape[0]
         z: NDArray[np.float64] | None = None
         folded: NDArray[np.float32] | None = None
