@@ -2,6 +2,9 @@
 
     .venv/bin/python loadtest/overload.py --rate 36 --seconds 60 [--host http://127.0.0.1:8000]
 
+--host is the mesh's HTTP door without /v1: Serve's proxy (8000, the default) or the ingress
+replicas' own front door (http://127.0.0.1:8100, what `slomesh up` prints as the OpenAI API).
+
 Reports, for requests sent during the load: answered within --answer-s (response headers, i.e.
 a 200 stream start or a rejection), hangs (no headers within --answer-s), 200 streams finished
 with [DONE], rejections with Retry-After, TTFT attainment of admitted requests per SLO class,
@@ -238,7 +241,12 @@ def _p(xs: list[float], q: float) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--host", default="http://127.0.0.1:8000")
+    ap.add_argument(
+        "--host",
+        default="http://127.0.0.1:8000",
+        help="the mesh's HTTP door: Serve's proxy (default) or the ingress front door "
+        "http://127.0.0.1:8100",
+    )
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--rate", type=float, required=True, help="requests per second")
     ap.add_argument("--seconds", type=float, default=60.0)
