@@ -240,6 +240,9 @@ def multinode_config(http_port: int, grpc_port: int) -> dict[str, Any]:
             # round-robin spreads a light load over both replicas (qlm would keep it on one),
             # so requests are in flight on node 2 when it dies
             app["args"]["policy"] = "round-robin"
+        if name == "ingress":  # the ingress's own door: a port of this cluster's, never one a
+            # mesh beside it holds (SO_REUSEPORT would let these replicas join that mesh's door)
+            app["args"]["front_door"] = {"port": _free_port()}
     return config
 
 
