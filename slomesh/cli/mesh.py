@@ -28,11 +28,18 @@ _QUIET = {"log_level": "WARNING", "enable_access_log": False}
 SERVE_HOT_PATH_ENV = {
     "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+    "RAY_SERVE_USE_GRPC_BY_DEFAULT": "1",
 }
 """Ray Serve settings of every process of the mesh (issue 16; each may be overridden from the
 environment): a deployment's code runs on its replica's own event loop, and a handle's router
 on its caller's loop, instead of one extra thread each with a cross-thread hand-off per request
-and per streamed message (two of the knobs Serve's RAY_SERVE_THROUGHPUT_OPTIMIZED sets)."""
+and per streamed message; handle calls between deployments (and the HTTP proxy's to the
+ingress) go over gRPC to the replica instead of as Ray actor tasks. Three of the knobs Serve's
+RAY_SERVE_THROUGHPUT_OPTIMIZED sets; measured on the real vLLM mesh at concurrency 8 (same
+sitting, /work/notes/issue-16-cpu.md), the gRPC handles took the CPU per request outside the
+engine from 26-28 to 17-20 ms (ingress 9.6-10.1 -> 5.3-6.7 ms, scheduler 4.0-4.3 -> 1.8-2.2)
+and 35-37 to 42-47 requests/s. Its RAY_SERVE_LOG_TO_STDERR=0 measured no change (access logs
+are already off, `_QUIET`); RAY_SERVE_FREEZE_GC_ON_STARTUP is on by default."""
 
 MESH_PROCESS_ENV = {
     "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "services.ingress.proxy_errors:proxy_middlewares",
