@@ -36,6 +36,8 @@ class CreditLedger:
     def __init__(self) -> None:
         self.epoch = ""
         self._entries: dict[str, _Entry] = {}
+        self._turn = 0
+        """Placements made: where the search for the most credit left starts (ties go round)."""
         self._received_s = -1.0
         self._ttl_s = 0.0
 
@@ -51,12 +53,17 @@ class CreditLedger:
         self._received_s, self._ttl_s = now_s, ttl_s
 
     def take(self, model: str, now_s: float) -> Credit | None:
-        """Spend one credit on a replica serving `model` (the one with the most left); None:
-        no live credit, the request takes the full path."""
+        """Spend one credit on a replica serving `model` (the one with the most left, ties in
+        turn); None: no live credit, the request takes the full path."""
         if not self._live(now_s):
             return None
         best: _Entry | None = None
-        for e in self._entries.values():
+        entries = list(self._entries.values())
+        for i in range(len(entries)):
+            # ties go round: the scheduler's grants are capped (leases.max_credits) below the
+            # free seats, so replicas often have the same credit left; the first one in the
+            # grant took 4-6x the requests of the other at concurrency 8 (issue 16)
+            e = entries[(self._turn + i) % len(entries)]
             left = e.credit.limit - e.taken
             if e.credit.model != model or left <= 0:
                 continue
@@ -65,6 +72,7 @@ class CreditLedger:
         if best is None:
             return None
         best.taken += 1
+        self._turn += 1
         return best.credit
 
     def give_back(self, application: str, epoch: str) -> None:

@@ -34,6 +34,18 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
             ("take", "m", 0.0, "b"),
             ("take", "m", 0.0, None),
         ],
+        # equal credit left: in turn (not always the first replica of the grant)
+        [
+            ("grant", "e", [c("a", 4), c("b", 4)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("take", "m", 0.0, "b"),
+            ("grant", "e", [c("a", 5), c("b", 5)], 0.1),  # refreshed after each notice
+            ("take", "m", 0.1, "a"),
+            ("take", "m", 0.1, "b"),
+            ("grant", "e", [c("a", 6), c("b", 6), c("x", 9, model="other")], 0.2),
+            ("take", "m", 0.2, "b"),  # the turn moved on: b's turn, equal left again
+            ("take", "m", 0.2, "a"),
+        ],
         [("grant", "e", [c("a", 2, model="other")], 0.0), ("take", "m", 0.0, None)],
         [("grant", "e", [c("a", 2)], 0.0), ("take", "m", 0.6, None)],  # expired (ttl 0.5 s)
         # the same epoch: counts carry over a new grant (limit 3 after 2 taken: one left)
