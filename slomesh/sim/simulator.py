@@ -35,7 +35,7 @@ class Simulator:
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.stack = stack
-        self.global_policy = stack.global_policy()
+        self.global_policy = stack.global_policy(simulated=True)
         engine = cluster.engine.model_copy(
             update={
                 "queue_policy": stack.queue_policy,

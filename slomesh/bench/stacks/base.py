@@ -59,12 +59,18 @@ class StackConfig(BaseModel):
     def model_post_init(self, __context: Any) -> None:
         GLOBAL_POLICIES.check(self.policy)
 
-    def global_policy(self) -> GlobalPolicy:
-        """A fresh global policy for one run (no state shared between runs)."""
+    def global_policy(self, simulated: bool = False) -> GlobalPolicy:
+        """A fresh global policy for one run (no state shared between runs). `simulated`: QLM's
+        global scheduler is bounded by deterministic work limits instead of wall-clock time, so
+        a simulated run is a pure function of its config and seed (the live scheduler keeps the
+        wall-clock limit: it gets only `policy` and `policy_options`)."""
         predictor = None
         if self.policy in ("qlm", "batching") and self.policy_options.get("lengths") != "true":
             predictor = create_predictor(self.length_predictor)
-        return create_global_policy(self.policy, self.policy_options, predictor)
+        options = self.policy_options
+        if simulated and self.policy == "qlm":
+            options = deep_merge(options, {"solver": {"budget": "work"}})
+        return create_global_policy(self.policy, options, predictor)
 
     def variant(self, name: str, description: str, **overrides: Any) -> StackConfig:
         """This stack renamed, with fields replaced; `policy_options` and `scorpio` merge."""

@@ -1,6 +1,7 @@
 """The QLM global scheduler (services/scheduler/README.md, "Global scheduler"): heuristic plan
 first, then the ILP over a window of the most urgent groups, the rest appended per queue by the
-heuristic.
+heuristic. Its budget is wall-clock time (live) or, with `budget="work"` (simulated runs),
+deterministic work limits: then the injected timer only measures `solve_s`.
 
 Never worse than the heuristic: a combined plan that scores worse than the heuristic's plan of
 all groups is replaced by it (status "fallback").
@@ -83,10 +84,13 @@ class GlobalScheduler:
         if rest:
             kept = {q: [gid for gid in order if gid in ids] for q, order in warm.order.items()}
             window_warm = scored_plan(kept, window, queues, "heuristic")
-        budget = cfg.time_limit_s - (self._timer() - t0)
+        work = cfg.work_limits if cfg.budget == "work" else None
+        budget = cfg.time_limit_s - (self._timer() - t0) if work is None else cfg.time_limit_s
         if budget <= 0:
             return dataclasses.replace(warm, status="fallback")
-        head = self._solver.solve(window, queues, window_warm, budget, cfg.mip_rel_gap, self._timer)
+        head = self._solver.solve(
+            window, queues, window_warm, budget, cfg.mip_rel_gap, self._timer, work
+        )
         if not rest:
             return head
         tail = heuristic_plan(rest, _after(head.order, window, queues))

@@ -6,6 +6,9 @@ HiGHS reads a start file only from its command line. So the warm start is used a
 instead: its objective goes to HiGHS as `objective_bound` (nodes that cannot beat it are pruned),
 and it is what we return, status "fallback", when the solver fails, runs out of time, or ends with
 a plan that is no better.
+
+Budget: wall-clock (live; `time_limit_s`), or, with `work_limits`, deterministic limits in solver
+work (simulated runs: HiGHS stopped by time ends on a plan that depends on machine load).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import cvxpy as cp
 
+from services.scheduler.core.qlm.solvers.config import WorkLimits
 from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
 from services.scheduler.core.qlm.solvers.ilp_model import build_model, decode
 from services.scheduler.core.qlm.solvers.problem import (
@@ -51,6 +55,7 @@ def ilp_plan(
     *,
     max_positions: int | None = None,
     highs_options: Mapping[str, Any] | None = None,
+    work_limits: WorkLimits | None = None,
 ) -> Plan:
     """The best plan HiGHS finds within `time_limit_s` (all of this call: model building,
     cvxpy compilation and the solve), never worse than `warm_start` (default: the heuristic).
@@ -58,8 +63,10 @@ def ilp_plan(
     Status "optimal" when HiGHS proved optimality within `mip_rel_gap`, "feasible" for an
     incumbent it stopped on at the time limit, "fallback" (the warm start) when it failed, timed
     out without a plan, or its plan was no better. `max_positions` caps the positions per queue
-    (None: as many as the queue has eligible groups, which keeps the ILP exact). Raises
-    ValueError on invalid input only, never on solver failure.
+    (None: as many as the queue has eligible groups, which keeps the ILP exact). With
+    `work_limits`, HiGHS is bounded by them instead and `time_limit_s` and `timer` decide
+    nothing (`timer` still times the call for `solve_s`). Raises ValueError on invalid input
+    only, never on solver failure.
     """
     t0 = timer()
     if not time_limit_s > 0:
@@ -84,9 +91,9 @@ def ilp_plan(
         model = build_model(groups, queues, max_positions)
         data, chain, inverse = model.problem.get_problem_data(cp.HIGHS)
         remaining = time_limit_s - (timer() - t0)
-        if remaining > 0:
+        if work_limits is not None or remaining > 0:
             opts: dict[str, Any] = {
-                "time_limit": remaining * _HIGHS_SHARE,
+                **_budget_options(remaining, work_limits),
                 "mip_rel_gap": mip_rel_gap,
                 "objective_bound": warm_obj * (1 + 1e-6) + 1e-6,
                 "presolve": "off" if model.x.size < _PRESOLVE_OFF_BELOW else "choose",
@@ -107,3 +114,13 @@ def ilp_plan(
     if plan.objective > warm_obj * (1 + _REL_TOL) + _REL_TOL:
         return done(warm, "fallback")
     return done(plan)
+
+
+def _budget_options(remaining_s: float, work_limits: WorkLimits | None) -> dict[str, Any]:
+    """HiGHS options bounding the run: its time limit, or the deterministic work limits."""
+    if work_limits is None:
+        return {"time_limit": remaining_s * _HIGHS_SHARE}
+    return {
+        "mip_max_nodes": work_limits.max_nodes,
+        "mip_max_improving_sols": work_limits.max_improving_solutions,
+    }

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from services.scheduler.core.qlm.solvers.config import WorkLimits
 from services.scheduler.core.qlm.solvers.ilp import ilp_plan
 from services.scheduler.core.qlm.solvers.problem import GroupJob, Plan, QueueSlot
 from shared.policy import Registry
 
 
 class WindowSolver(Protocol):
-    """Improves on `warm`, the heuristic's plan of `groups` (the ILP window), within budget."""
+    """Improves on `warm`, the heuristic's plan of `groups` (the ILP window), within budget:
+    `work_limits` when given (deterministic), else `time_limit_s` on `timer`."""
 
     name: str
 
@@ -23,6 +25,7 @@ class WindowSolver(Protocol):
         time_limit_s: float,
         mip_rel_gap: float,
         timer: Callable[[], float],
+        work_limits: WorkLimits | None = None,
     ) -> Plan: ...
 
 
@@ -39,6 +42,7 @@ class HeuristicSolver:
         time_limit_s: float,
         mip_rel_gap: float,
         timer: Callable[[], float],
+        work_limits: WorkLimits | None = None,
     ) -> Plan:
         return warm
 
@@ -56,8 +60,11 @@ class IlpSolver:
         time_limit_s: float,
         mip_rel_gap: float,
         timer: Callable[[], float],
+        work_limits: WorkLimits | None = None,
     ) -> Plan:
-        return ilp_plan(groups, queues, time_limit_s, mip_rel_gap, warm, timer)
+        return ilp_plan(
+            groups, queues, time_limit_s, mip_rel_gap, warm, timer, work_limits=work_limits
+        )
 
 
 GLOBAL_SOLVERS: Registry[WindowSolver] = Registry(
