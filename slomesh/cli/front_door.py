@@ -3,11 +3,11 @@ it answers, whether its port is free before a start, and waiting until it answer
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
 from services.ingress.core.front_door import FrontDoorConfig, base_url
+from slomesh.cli.ports import port_taken
 
 INGRESS_IMPORT_PATH = "services.ingress.deployment:build_app"
 
@@ -35,17 +35,13 @@ def door_port_taken(config: dict[str, Any]) -> str | None:
     if door is None:
         return None
     host = "0.0.0.0" if door.host == "node" else door.host
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, door.port))
-        except OSError as err:
-            return (
-                f"ingress front_door.port: port {door.port} on {host} is taken ({err.strerror}); "
-                "stop the other mesh or program, or set the ingress's front_door.port"
-            )
-    return None
+    why = port_taken(host, door.port)
+    if why is None:
+        return None
+    return (
+        f"ingress front_door.port: port {door.port} on {host} is taken ({why}); "
+        "stop the other mesh or program, or set the ingress's front_door.port"
+    )
 
 
 def wait_for_door(config: dict[str, Any], timeout_s: float = 60.0) -> None:

@@ -11,7 +11,6 @@ import copy
 import importlib
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, credential_metadata, new_mesh_token
 from slomesh.cli.front_door import door_port_taken, door_url, wait_for_door
+from slomesh.cli.ports import port_taken
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
@@ -203,18 +203,12 @@ def check_ports_free(config: dict[str, Any]) -> None:
     if taken is not None:
         raise PortTaken(taken)
     for field, host, port in checks:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            # SO_REUSEADDR: connections of a mesh that just stopped (TIME_WAIT) do not count;
-            # a socket still listening there does (Linux refuses the bind)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError as err:
-                raise PortTaken(
-                    f"{field}: port {port} on {host} is taken ({err.strerror}); stop the other "
-                    "mesh or Serve instance, or pick another port in the config"
-                ) from None
+        why = port_taken(host, port)
+        if why is not None:
+            raise PortTaken(
+                f"{field}: port {port} on {host} is taken ({why}); stop the other "
+                "mesh or Serve instance, or pick another port in the config"
+            )
 
 
 def mesh_token_file() -> Path:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import socket
 from pathlib import Path
 
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
+from slomesh.cli.ports import port_taken
 
 DEFAULT_METRICS_PORT = 8080
 """Where `slomesh up` exports Prometheus metrics (Ray's `_metrics_export_port`)."""
@@ -28,15 +28,12 @@ def metrics_url(port: int) -> str:
 def check_metrics_port_free(port: int) -> None:
     """Ray's exporter binds `port` on every interface and fails late when it is taken: refuse
     first, naming it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Ray's HTTP server
-        try:
-            sock.bind(("", port))
-        except OSError as err:
-            raise UsageError(
-                f"--metrics-port: port {port} is taken ({err.strerror}); stop the other "
-                "exporter or pick another port"
-            ) from None
+    why = port_taken("", port)
+    if why is not None:
+        raise UsageError(
+            f"--metrics-port: port {port} is taken ({why}); stop the other "
+            "exporter or pick another port"
+        )
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -69,3 +69,25 @@ def test_packaged_configs_are_found_from_any_directory(
     monkeypatch.chdir(tmp_path)
     for path in [*mesh.CONFIGS.values(), *mesh.DEFAULT_PROFILES.values()]:
         assert path.is_absolute() and path.exists()
+
+
+def test_connections_of_a_stopped_listener_do_not_make_the_port_taken() -> None:
+    # Serve's proxy listens with SO_REUSEPORT and without SO_REUSEADDR; after it stops, its
+    # accepted connections linger in TIME_WAIT for a minute and a plain test bind fails though
+    # nothing listens (a mesh restarted at once was refused: "port 8000 taken")
+    http_port, grpc_port = _free_port(), _free_port()
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    listener.bind(("127.0.0.1", http_port))
+    listener.listen()
+    client = socket.create_connection(("127.0.0.1", http_port))
+    served, _ = listener.accept()
+    served.close()  # the server side closes first: its end goes to TIME_WAIT
+    client.close()
+    listener.close()
+    probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    with pytest.raises(OSError):  # the state this test is about (else it proves nothing)
+        probe.bind(("127.0.0.1", http_port))
+    probe.close()
+    mesh.check_ports_free(_config(http_port, grpc_port))  # free: nothing answers there
