@@ -38,9 +38,9 @@ class FrontDoorConfig(BaseModel):
     most Serve's proxy lets one replica hold."""
     retry_after_s: float = Field(1.0, gt=0, le=3600)
     """Retry-After of that 429, seconds."""
-    graceful_shutdown_s: float = Field(5.0, ge=0, le=600)
+    graceful_shutdown_s: int = Field(5, ge=0, le=600)
     """When the replica stops: the door stops accepting at once and gives requests in flight
-    this long to finish, then closes their connections."""
+    this long (whole seconds: uvicorn takes an int) to finish, then closes their connections."""
     backlog: int = Field(2048, ge=1, le=65535)
     """Listen backlog of each replica's socket (connections the kernel queues before accept)."""
 
