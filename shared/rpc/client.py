@@ -12,7 +12,7 @@ The trace context travels as W3C headers in both: gRPC metadata, or a `trace_hea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal
 
 import grpc
@@ -112,18 +112,12 @@ class MeshClient:
         try:
             stub = await self.direct.stub(application) if kind == "replica" else None
             if stub is not None:
-                direct = getattr(stub, method)(
-                    message, metadata=[*credential_metadata(), *headers.items()]
-                )
+                inner = self._direct_stream(application, stub, method, message, headers)
                 try:
-                    async for item in direct:
+                    async for item in inner:
                         yield item
-                except grpc.aio.AioRpcError as err:
-                    if err.code() == grpc.StatusCode.UNAVAILABLE:
-                        self.direct.forget(application)  # replaced? ask for it again
-                    raise
                 finally:
-                    direct.cancel()
+                    await inner.aclose()  # at once: it cancels the replica's stream
                 return
             if self.transport == "grpc":
                 call = getattr(self._stub(kind), method)(
@@ -172,6 +166,40 @@ class MeshClient:
 
             self._handles[application] = serve.get_app_handle(application)
         return self._handles[application]
+
+    async def _direct_stream(
+        self,
+        application: str,
+        stub: Any,
+        method: str,
+        message: Any,
+        headers: dict[str, str],
+    ) -> AsyncGenerator[Any, None]:
+        """A stream from the replica's own server. UNAVAILABLE before the first message with an
+        address that has changed since (Serve replaced the replica, on a new port) is retried
+        once there: a stale address is not a dead replica. Any other failure is the caller's."""
+        for attempt in range(2):
+            direct = getattr(stub, method)(
+                message, metadata=[*credential_metadata(), *headers.items()]
+            )
+            started = False
+            try:
+                async for item in direct:
+                    started = True
+                    yield item
+                return
+            except grpc.aio.AioRpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                stale = self.direct.forget(application)  # replaced? ask for it again
+                if started or attempt:
+                    raise
+                fresh = await self.direct.stub(application)
+                if fresh is None or self.direct.address(application) == stale:
+                    raise
+                stub = fresh
+            finally:
+                direct.cancel()
 
     async def close(self) -> None:
         await self.direct.close()

@@ -2,8 +2,9 @@
 services/replica/direct_server.py): the address is asked once per application, over a Serve
 handle (`Endpoint`), and one channel is kept per address. An application that publishes no
 server ("", e.g. an autoscaled pool, where Serve's router picks the replica) or cannot be asked
-keeps the handle. A replica that fails UNAVAILABLE is forgotten, so the next stream asks again
-(it may have been replaced, on a new port).
+keeps the handle. A replica that fails UNAVAILABLE is forgotten and asked for again (it may
+have been replaced, on a new port); MeshClient.stream retries a stream that failed before its
+first message once on the new address.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ class DirectReplicas:
             stub = self._stubs[address] = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
         return stub
 
-    def forget(self, application: str) -> None:
-        """`application`'s server failed: ask for its address again next time."""
-        self._addresses.pop(application, None)
+    def forget(self, application: str) -> str | None:
+        """`application`'s server failed: ask for its address again next time. Returns the
+        address it had (None: none was known)."""
+        return self._addresses.pop(application, None)
+
+    def address(self, application: str) -> str | None:
+        """The address `application`'s stub uses now (None: none known, the handle is used)."""
+        return self._addresses.get(application)
 
     async def close(self) -> None:
         for channel in self._channels.values():

@@ -14,7 +14,16 @@ MODEL = "llama-3.1-8b"
 
 
 def _one(url: str) -> tuple[int, dict[str, str], Any]:
-    body = {"model": MODEL, "prompt": "word " * 20, "max_tokens": 400, "stream": True}
+    # ignore_eos: each request holds its seat for all 4,000 tokens (about a second on the
+    # simulated replicas), so 32 at once are more than 2 replicas x 4 seats drain within the
+    # queue-wait cap however fast the mesh is (a sampled length made the burst fit at times)
+    body = {
+        "model": MODEL,
+        "prompt": "word " * 20,
+        "max_tokens": 4000,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with httpx.stream("POST", url, json=body, timeout=60) as r:
         if r.status_code != 200:
             r.read()

@@ -32,7 +32,15 @@ def test_mesh_bad_tenancy_header_is_a_clear_400(
 
 
 def _call(url: str, objective: str, tenant: str) -> tuple[str, int, str, str, float]:
-    body = {"model": MODEL, "prompt": "long job", "max_tokens": 300, "stream": True}
+    # ignore_eos: every job runs its 3,000 tokens (about a second on the simulated replicas),
+    # so the critical ones surely fill the seats and queue before the sheddable burst
+    body = {
+        "model": MODEL,
+        "prompt": "long job",
+        "max_tokens": 3000,
+        "ignore_eos": True,
+        "stream": True,
+    }
     headers = {OBJ: objective, GW: tenant, "x-slo-ttft-ms": "20000"}
     t0 = time.monotonic()
     with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:

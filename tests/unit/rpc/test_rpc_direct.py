@@ -160,8 +160,42 @@ def test_unavailable_replica_is_asked_for_again(monkeypatch: pytest.MonkeyPatch)
         return "OK"
 
     assert asyncio.run(run()) == "UNAVAILABLE"
+    assert asked == ["replica-0", "replica-0"]  # asked again at once: the same address, no retry
     assert asyncio.run(run()) == "UNAVAILABLE"
-    assert asked == ["replica-0", "replica-0"]
+    assert asked == ["replica-0"] * 4  # forgotten: the next stream asks first
+
+
+def test_a_replaced_replica_is_streamed_from_its_new_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Serve replaced the replica (new port): the cached address fails UNAVAILABLE before any
+    message; the stream is retried once on the new address, with no error for the caller."""
+    monkeypatch.setenv(MESH_TOKEN_ENV, "s3cret")
+    replica = FakeReplica()
+
+    async def run() -> tuple[int, list[str]]:
+        server, address = await start_server(replica, "127.0.0.1")
+        answers = ["127.0.0.1:1", address]  # the old replica's port, then the new one's
+        asked: list[str] = []
+
+        async def resolve(app: str) -> str:
+            asked.append(answers[min(len(asked), 1)])
+            return asked[-1]
+
+        client = MeshClient()
+        client.direct = DirectReplicas(resolve)
+        try:
+            got = 0
+            async for chunk in client.stream("replica-0", "replica", "Generate", _gen(3)):
+                got = chunk.output_tokens
+            return got, asked
+        finally:
+            await client.close()
+            await server.stop(None)
+
+    got, asked = asyncio.run(run())
+    assert got == 3
+    assert len(asked) == 2
 
 
 @pytest.mark.parametrize(("token", "want"), [("s3cret", "OK"), ("", "UNAUTHENTICATED")])
