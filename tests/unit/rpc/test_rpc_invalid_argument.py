@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_fakes import FakeContext
 
 from services.predictor.deployment import PredictorDeployment
 from shared.domain import SLO, Request
@@ -15,24 +16,6 @@ from shared.rpc.convert import request_to_meta
 from shared.rpc.invalid_argument import InvalidMessage, request_or_refuse
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, MESH_TOKEN_METADATA
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
-
-
-class FakeContext:
-    """The part of Serve's gRPC context the shells use (metadata in, status out)."""
-
-    def __init__(self, metadata: list[tuple[str, Any]] | None = None) -> None:
-        self._metadata = metadata or []
-        self.code: grpc.StatusCode | None = None
-        self.details = ""
-
-    def invocation_metadata(self) -> list[tuple[str, Any]]:
-        return self._metadata
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self.code = code
-
-    def set_details(self, details: str) -> None:
-        self.details = details
 
 
 def _good_meta() -> common_pb2.RequestMeta:

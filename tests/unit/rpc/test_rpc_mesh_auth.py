@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_fakes import FakeContext
 
 from shared.rpc.mesh_auth import (
     MESH_TOKEN_ENV,
@@ -16,24 +17,6 @@ from shared.rpc.mesh_auth import (
     new_mesh_token,
     require_mesh_credential,
 )
-
-
-class FakeContext:
-    """The part of Serve's gRPC context the check uses (metadata in, status out)."""
-
-    def __init__(self, metadata: list[tuple[str, Any]]) -> None:
-        self._metadata = metadata
-        self.code: grpc.StatusCode | None = None
-        self.details = ""
-
-    def invocation_metadata(self) -> list[tuple[str, Any]]:
-        return self._metadata
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self.code = code
-
-    def set_details(self, details: str) -> None:
-        self.details = details
 
 
 @pytest.mark.parametrize(

@@ -3,38 +3,19 @@
 from __future__ import annotations
 
 import cvxpy as cp
-import numpy as np
 import pytest
 from pydantic import ValidationError
+from qlm_problems import problem
 
 from services.scheduler.core.qlm.solvers.brute_force import brute_force_plan
 from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
 from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
-from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
+from services.scheduler.core.qlm.solvers.problem import GroupJob, evaluate
 from services.scheduler.core.qlm.solvers.registry import GLOBAL_SOLVERS
 from shared.policy import UnknownNameError
 
 EXACT = GlobalSchedulerConfig(time_limit_s=60.0, mip_rel_gap=0.0)
-
-
-def problem(n: int, seed: int = 0) -> tuple[list[GroupJob], list[QueueSlot]]:
-    rng = np.random.default_rng(seed)
-    queues = [
-        QueueSlot("A", "x", 0.0, 0.5, {"x": 2.0, "y": 2.0}),
-        QueueSlot("B", "y", 1.0, 0.5, {"x": 1.0, "y": 1.0}),
-    ]
-    groups = [
-        GroupJob(
-            f"g{i}",
-            "xy"[int(rng.integers(2))],
-            int(rng.integers(1, 6)),
-            float(rng.uniform(-1, 2 * n)),
-            {"A": float(rng.uniform(0.5, 3)), "B": float(rng.uniform(0.5, 3))},
-        )
-        for i in range(n)
-    ]
-    return groups, queues
 
 
 @pytest.mark.parametrize(

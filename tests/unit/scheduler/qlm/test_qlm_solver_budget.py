@@ -6,34 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 from pydantic import ValidationError
+from qlm_problems import problem
 
 from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
 from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
-from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot
-
-
-def problem(n: int, seed: int) -> tuple[list[GroupJob], list[QueueSlot]]:
-    """Two queues, two models, random deadlines: the heuristic's order is far from optimal."""
-    rng = np.random.default_rng(seed)
-    queues = [
-        QueueSlot("A", "x", 0.0, 0.5, {"x": 2.0, "y": 2.0}),
-        QueueSlot("B", "y", 1.0, 0.5, {"x": 1.0, "y": 1.0}),
-    ]
-    groups = [
-        GroupJob(
-            f"g{i}",
-            "xy"[int(rng.integers(2))],
-            int(rng.integers(1, 6)),
-            float(rng.uniform(-1, 2 * n)),
-            {"A": float(rng.uniform(0.5, 3)), "B": float(rng.uniform(0.5, 3))},
-        )
-        for i in range(n)
-    ]
-    return groups, queues
 
 
 def slow_timer(step_s: float = 10.0) -> Callable[[], float]:
