@@ -77,7 +77,15 @@ def test_fast_path_serves_with_the_same_spans_and_metrics(live_mesh: dict[str, A
 
 
 def _stream_long(http: str, trace_id: str) -> tuple[int, str]:
-    body = {"model": MODEL, "prompt": "long job", "max_tokens": 2000, "stream": True}
+    # ignore_eos: every job holds its seat for all 2,000 tokens, so 20 at once surely fill the
+    # 2 x 4 seats (a sampled length let the whole burst fit at times)
+    body = {
+        "model": MODEL,
+        "prompt": "long job",
+        "max_tokens": 2000,
+        "ignore_eos": True,
+        "stream": True,
+    }
     headers = {"traceparent": f"00-{trace_id}-{'cd' * 8}-01"}
     url = f"{http}/completions"
     with httpx.stream("POST", url, json=body, headers=headers, timeout=120) as r:
