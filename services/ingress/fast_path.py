@@ -1,4 +1,4 @@
-"""The ingress's fast path (issue 16): admission on lease credits, with no scheduler round trip
+"""The ingress's fast path: admission on lease credits, with no scheduler round trip
 and no prediction before the replica's stream opens.
 
 While this ingress replica holds a credit for a replica serving the request's model

@@ -1,4 +1,4 @@
-"""The ingress replica's own HTTP server (issue 16): the OpenAI API without Serve's proxy hop.
+"""The ingress replica's own HTTP server: the OpenAI API without Serve's proxy hop.
 
 Serve's HTTP proxy is a separate process: each request, and each streamed chunk, crosses it
 (HTTP parsing there, a Serve handle call, a pickled message per chunk back). Here each ingress

@@ -1,4 +1,4 @@
-"""The ingress's background predictor work, sent in batches (issue 16).
+"""The ingress's background predictor work, sent in batches.
 
 Two kinds of predictor call leave the hot path: the prediction of a fast-path request, made
 after its first token (fast_path.py; nobody waits for its answer: it opens the request's

@@ -1,4 +1,4 @@
-"""Slice-level serving at the ingress (issue 15): one client stream over several replica slices.
+"""Slice-level serving at the ingress: one client stream over several replica slices.
 
 With a batching policy (SCLS DP batching, UELLM SLO-ODBS) the scheduler's placement carries a
 slice budget (`AdmitReply.slice_tokens`): the replica generates at most that many tokens and, when

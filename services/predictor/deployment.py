@@ -1,7 +1,7 @@
 """The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config).
 
 Both run the steps of services/predictor/online.py, the same ones `slomesh predictor replay` runs;
-Batch runs many of them in one call, in order (the ingress's background work, issue 16).
+Batch runs many of them in one call, in order (the ingress's background work).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class PredictorDeployment:
     The methods are coroutines that never await while they use the core: they run on the
     replica's event loop one at a time, so the core (not thread-safe) needs no lock, and a
     call costs no hand-off to Serve's thread pool (sync methods run there: measured, the
-    hand-off cost more CPU than the prediction on a busy 2-core host, issue 16)."""
+    hand-off cost more CPU than the prediction on a busy host)."""
 
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = PredictorArgs.model_validate(args)

@@ -1,4 +1,4 @@
-"""The replica's own gRPC server (issue 16): callers stream `Generate` from it directly instead
+"""The replica's own gRPC server: callers stream `Generate` from it directly instead
 of relaying through a Serve handle (one actor-call hop less per request and per message).
 
 Bound to the replica's `grpc_host` (loopback by default; "node": this node's address, for

@@ -1,4 +1,4 @@
-"""Slice-level serving on a continuous-batching engine (SCLS §4 for continuous batching; issue 15).
+"""Slice-level serving on a continuous-batching engine (SCLS §4 for continuous batching).
 
 The scheduler's batch policies (SCLS DP batching, UELLM SLO-ODBS) hand each batch member a slice
 budget: at most that many output tokens in this call. The replica runs the slice as an ordinary

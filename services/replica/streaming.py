@@ -1,5 +1,5 @@
-"""Coalescing an engine's output stream into fewer messages (issue 16: tokens per message, not
-one message per token).
+"""Coalescing an engine's output stream into fewer messages (tokens per message, not one
+message per token).
 
 Every message a replica sends costs CPU in three processes (the replica, the ingress, Serve's
 proxy) that share the cores with the engine; at one message per engine step that relay slows

@@ -84,7 +84,7 @@ class SchedulerMetrics:
             "with queued work (backlogged tenants' max-min fair shares are equal per weight)",
         )
         self._prefix = PrefixMetrics()
-        """Prefix hit rate, tokens and pins from the policy's prefix index (issue 18)."""
+        """Prefix hit rate, tokens and pins from the policy's prefix index."""
         self._last_charged: dict[str, float] = {}
         self._seen: dict[str, int] = {}
         self._refresher: asyncio.Task[None] | None = None

@@ -1,4 +1,4 @@
-"""Prefix-cache metrics of the scheduler (issue 18), through ray.serve.metrics.
+"""Prefix-cache metrics of the scheduler, through ray.serve.metrics.
 
 The scheduler does not see the engines' caches; these figures come from its approximate
 per-replica prefix index (core/prefix_index.py) as placements are recorded: the prompt tokens

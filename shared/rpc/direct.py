@@ -1,4 +1,4 @@
-"""Direct gRPC streams to a replica's own server (issue 16; the server is
+"""Direct gRPC streams to a replica's own server (the server is
 services/replica/direct_server.py): the address is asked once per application, over a Serve
 handle (`Endpoint`), and one channel is kept per address. An application that publishes no
 server ("", e.g. an autoscaled pool, where Serve's router picks the replica) or cannot be asked

@@ -1,9 +1,9 @@
 """Open-loop Poisson load for `bench-mesh`'s admission capacity: time to first token per rate.
 
-The client is aiohttp (its HTTP parser is C). On this 2-core machine the earlier httpx client
-spent about half a core at 90 req/s (notes of issue 17), so at high rates it measured itself
-as much as the mesh. Each step reports `send_lag_p99_ms` (how late the generator sent against
-its Poisson schedule): a step whose lag is large measured the client, not the mesh.
+The client is aiohttp (its HTTP parser is C): a client in pure Python spends enough CPU at
+high rates to measure itself as much as the mesh. Each step reports `send_lag_p99_ms` (how
+late the generator sent against its Poisson schedule): a step whose lag is large measured the
+client, not the mesh.
 Each rate starts with `warmup_s` of unmeasured load at that rate (connections, lazily built
 stubs, the first lease grants), so a step's p99 is the steady state, not the first second.
 """

@@ -1,6 +1,6 @@
 """`slomesh bench-mesh --compare bare-vllm,ray-serve-llm`: the side-by-side run (see
 slomesh/bench/compare/run.py) and its outputs: the table, the span breakdown of slomesh's
-traces, DIR/compare.json (issue 16's schema) and DIR/compare-detail.json (every figure)."""
+traces, DIR/compare.json and DIR/compare-detail.json (every figure)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--hot-path",
         choices=["fast", "no-leases", "no-direct", "full"],
         default="fast",
-        help="issue 16's hot path: leases and direct replica streams (fast, the default), one "
+        help="the hot path: leases and direct replica streams (fast, the default), one "
         "of them off, or both off (full: Predict + Admit + a Serve handle stream per request)",
     )
     p.add_argument(

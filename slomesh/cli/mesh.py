@@ -30,32 +30,29 @@ SERVE_HOT_PATH_ENV = {
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
     "RAY_SERVE_USE_GRPC_BY_DEFAULT": "1",
 }
-"""Ray Serve settings of every process of the mesh (issue 16; each may be overridden from the
+"""Ray Serve settings of every process of the mesh (each may be overridden from the
 environment): a deployment's code runs on its replica's own event loop, and a handle's router
 on its caller's loop, instead of one extra thread each with a cross-thread hand-off per request
 and per streamed message; handle calls between deployments (and the HTTP proxy's to the
 ingress) go over gRPC to the replica instead of as Ray actor tasks. Three of the knobs Serve's
-RAY_SERVE_THROUGHPUT_OPTIMIZED sets; measured on the real vLLM mesh at concurrency 8 (same
-sitting, /work/notes/issue-16-cpu.md), the gRPC handles took the CPU per request outside the
-engine from 26-28 to 17-20 ms (ingress 9.6-10.1 -> 5.3-6.7 ms, scheduler 4.0-4.3 -> 1.8-2.2)
-and 35-37 to 42-47 requests/s. Its RAY_SERVE_LOG_TO_STDERR=0 measured no change (access logs
-are already off, `_QUIET`); RAY_SERVE_FREEZE_GC_ON_STARTUP is on by default."""
+RAY_SERVE_THROUGHPUT_OPTIMIZED sets; the gRPC handles cut the CPU per request outside the
+engine (docs/results/design.md). Its RAY_SERVE_LOG_TO_STDERR=0 is left out (access logs are
+already off, `_QUIET`); RAY_SERVE_FREEZE_GC_ON_STARTUP is on by default."""
 
 MESH_PROCESS_ENV = {
     "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "services.ingress.proxy_errors:proxy_middlewares",
     "RAY_worker_niceness": "0",
     "OPENBLAS_NUM_THREADS": "1",
 }
-"""Settings of the mesh's Ray processes (issue 17; each may be overridden from the environment).
+"""Settings of the mesh's Ray processes (each may be overridden from the environment).
 The HTTP proxy runs services/ingress/proxy_errors.py, so its own 429/503/500 answers come in
 OpenAI's error JSON like the ingress's. Ray starts its workers (every Serve replica and proxy)
 15 nice levels below their parent, so any other process on the host, a load generator
 included, takes the CPU from the serving path under load: the mesh runs at its parent's
-niceness instead (`nice -n 10 slomesh up` still lowers it). NumPy's OpenBLAS runs one thread
-(issue 16): it reads its thread count when NumPy is imported, before Ray sets OMP_NUM_THREADS
-for an actor, so the predictor's and ingress's small matrix products woke a second BLAS thread
-that spun against the engines (an Observe measured 0.4 ms single-threaded, 0.5-25 ms threaded
-on a loaded host); vLLM's own threads are OpenMP, not OpenBLAS."""
+niceness instead (`nice -n 10 slomesh up` still lowers it). NumPy's OpenBLAS runs one thread:
+it reads its thread count when NumPy is imported, before Ray sets OMP_NUM_THREADS for an actor,
+so the predictor's and ingress's small matrix products would wake a second BLAS thread that
+spins against the engines; vLLM's own threads are OpenMP, not OpenBLAS."""
 
 
 def _deploy_dir() -> Path:

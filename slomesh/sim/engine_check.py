@@ -1,4 +1,4 @@
-"""Does the simulated engine reproduce its own hardware profile? (the 5% check of issue 2)
+"""Does the simulated engine reproduce its own hardware profile?
 
 Two measurements on a lone SimEngineCore driven on virtual time (slomesh/sim/lone_engine.py):
 - batch-1 decode: one request of `context` prompt tokens generating `tokens` tokens; the measured

@@ -1,4 +1,4 @@
-"""The ingress's side of admission leases (issue 16; the scheduler's is
+"""The ingress's side of admission leases (the scheduler's is
 services/scheduler/core/leases.py): the credits the scheduler granted this ingress replica.
 
 While it holds a credit for a replica serving the request's model, the ingress places the
@@ -62,7 +62,7 @@ class CreditLedger:
         for i in range(len(entries)):
             # ties go round: the scheduler's grants are capped (leases.max_credits) below the
             # free seats, so replicas often have the same credit left; the first one in the
-            # grant took 4-6x the requests of the other at concurrency 8 (issue 16)
+            # grant would take most of the requests
             e = entries[(self._turn + i) % len(entries)]
             left = e.credit.limit - e.taken
             if e.credit.model != model or left <= 0:

@@ -1,4 +1,4 @@
-"""The ingress's own HTTP door (issue 16): the settings, and the rules that need no socket.
+"""The ingress's own HTTP door: the settings, and the rules that need no socket.
 
 Each ingress replica serves the same OpenAI app itself on `host:port`, next to Serve's HTTP
 proxy (which stays: port 8000 and the gRPC proxy on 9000 go on working). Every replica of a

@@ -8,7 +8,7 @@ queue: `admit` then answers `queued`, and the request is dispatched later, when 
 policy made since the last call, whichever call caused it. A queue longer than `max_queued` is
 answered with a rejection, not a hang.
 
-Bands (issue 18): every rejection carries a short drop reason (DROP_REASONS, the ingress's
+Bands: every rejection carries a short drop reason (DROP_REASONS, the ingress's
 `x-slomesh-drop-reason`). Sheddable requests (criticality < 0) go first under saturation: a
 full queue sheds its newest, least critical sheddable request to make room for a more critical
 arrival; a sheddable arrival counts every queued request of its band or above as ahead of it

@@ -1,4 +1,4 @@
-"""Admission leases (issue 16): the fast path that needs no scheduler round trip.
+"""Admission leases: the fast path that needs no scheduler round trip.
 
 While the cluster has headroom the scheduler grants each ingress replica credits per replica:
 the ingress then places a request itself, at once, and tells the scheduler afterwards (`Place`),

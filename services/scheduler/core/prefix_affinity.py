@@ -1,4 +1,4 @@
-"""Prefix-cache-aware placement inside the SLO score (issue 18; services/scheduler/README.md).
+"""Prefix-cache-aware placement inside the SLO score (services/scheduler/README.md).
 
 For a request whose prompt has block hashes, each eligible replica i gets, from the approximate
 prefix index (prefix_index.py) and the replica's hardware profile (T_prefill(1, L) of the

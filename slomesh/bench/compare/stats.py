@@ -21,8 +21,8 @@ SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh-proxy", "slo
 """Every system `--compare` knows; slomesh (its default two replicas) always runs, the others
 when named. `slomesh-1` is slomesh with one replica: the same engine count as the peers. The
 slomesh rows talk to the ingress replicas' own front door; `slomesh-proxy` is slomesh (two
-replicas) measured through Serve's HTTP proxy instead (port 8000, the door before issue 16's
-front door)."""
+replicas) measured through Serve's HTTP proxy (port 8000) instead of the
+front door."""
 
 
 @dataclass
@@ -122,7 +122,7 @@ def span_breakdown(
 
 
 def system_json(r: SystemResult) -> dict[str, Any]:
-    """One entry of compare.json's `systems` (the schema of issue 16, nothing more)."""
+    """One entry of compare.json's `systems` (a fixed schema, nothing more)."""
     return {
         "name": r.name,
         "engines": r.engines,

@@ -81,7 +81,7 @@ def run_variant(
 
 class AutoscaleDiurnal(Experiment):
     name: ClassVar[str] = "autoscale-diurnal"
-    figure: ClassVar[str] = "Fig. none; beyond the paper (issue 19, 3b)"
+    figure: ClassVar[str] = "Fig. none; beyond the paper"
     description: ClassVar[str] = (
         "slo vs ongoing-requests vs fixed autoscaling over a compressed diurnal day (Azure conv "
         "burstiness): SLO attainment, replica-hours, scale events"

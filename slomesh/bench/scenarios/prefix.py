@@ -1,4 +1,4 @@
-"""`shared-prefix` (issue 18): shared system prompts and multi-turn conversations.
+"""`shared-prefix`: shared system prompts and multi-turn conversations.
 
 Llama-3.1-8B on 4x A100-80GB (vLLM-style engines with automatic prefix caching). Two streams:
 - `chat` ("chat" class: TTFT 3 s, TPOT 30 ms): multi-turn conversations, 8 system prompts of

@@ -1,4 +1,4 @@
-"""Many tenants, one cluster: the fairness and band scenarios of issue 18.
+"""Many tenants, one cluster: the fairness and band scenarios.
 
 tenants-skew: two tenants on Llama-3.1-8B (1x A100-80GB, Azure conversation lengths, TTFT SLO
 20 s), one sending 5x the other's requests of the same length mix (5x the tokens), at 14 req/s:

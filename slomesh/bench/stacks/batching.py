@@ -45,7 +45,7 @@ BATCHING_STACKS: list[StackConfig] = [
     UELLM.variant(
         "slo-odbs-overload",
         "UELLM SLO-ODBS (derived) that serves savable requests before lost ones and bounds "
-        "batches by memory and padding waste only (issue 15)",
+        "batches by memory and padding waste only",
         policy_options={"odbs_lost_last": True, "odbs_slack_limit": False},
     ),
     UELLM.variant(

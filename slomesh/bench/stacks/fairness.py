@@ -6,7 +6,7 @@ switches one of them off so its effect is measurable on the `tenants-skew` and `
 scenarios.
 
 With more than one tenant or band, `slomesh` queues even its tight classes in QLM's virtual
-queues (direct dispatch, issue 15, would bypass bands and fairness; GroupSelector.contended).
+queues (direct dispatch would bypass bands and fairness; GroupSelector.contended).
 `slomesh-no-fairness` is the flagship with fairness off, so one band of several tenants is
 dispatched as for one tenant (tight classes directly to the engines' EDF queues);
 `slomesh-queued-no-fairness` keeps every request in the virtual queues with fairness off, so

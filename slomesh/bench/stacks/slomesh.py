@@ -5,9 +5,9 @@ pulling, eviction, swapping, balancing) in front of continuous-batching engines 
 SCORPIO's guards (LDF queue, TTFT guard, VBS admission, credit batching). On static-batching
 engines the best batching is SCLS's (DP batching, max-min offloading, slices): `slomesh-static`.
 Each `slomesh-no-<part>` switches one part off, so the parts' contributions are measurable;
-`slomesh-no-prefix` drops prefix-cache-aware placement (issue 18, services/scheduler/core/
+`slomesh-no-prefix` drops prefix-cache-aware placement (services/scheduler/core/
 prefix_affinity.py).
-`slomesh-queued-tight` and `slomesh-evict-blind` undo the two flagship refinements of issue 15
+`slomesh-queued-tight` and `slomesh-evict-blind` undo the two flagship refinements
 (direct dispatch to engines with the model loaded, cost-aware eviction: FLAGSHIP_QLM_OPTIONS).
 `slomesh-true-lengths` feeds QLM the true output lengths instead of the length predictor's, so
 the attainment lost to prediction error is measurable (SCORPIO's guards use no output lengths).
@@ -28,19 +28,17 @@ FLAGSHIP_QLM_OPTIONS: dict[str, object] = {
     },
     "eviction": {"weigh_cost": True},
 }
-"""QLM options of the flagship (issue 15, services/scheduler/core/qlm/tight_classes.py): a request
+"""QLM options of the flagship (services/scheduler/core/qlm/tight_classes.py): a request
 of any preset class (TTFT SLO up to an hour) whose model is loaded on an instance goes straight
 to the least-loaded such engine, whose EDF queue and SCORPIO guards order and reject it; only
 requests whose model is loaded nowhere, or that would go to an instance with another model's
 group queued (its planned swap goes first), wait in QLM's virtual queues, where the planner
 batches model swaps. On an instance that serves several models (qlm-wb, qlm-wc) nothing is
 dispatched directly (`single_model_only`): QLM's planner must see all of that instance's work to
-batch the swaps (qlm-wc, 300-request probes: 5.36 r/s median with every request queued, 3.44 with
-direct dispatch to the loaded model, notes/issue-15-flagship.md).
-Measured (notes/issue-15.md): holding requests in QLM's queues behind the 4-request
-window cost capacity on the single-model scenarios (qlm-wa 7.59 r/s against scorpio's 8.44 with
-classes up to 30 s direct and batch classes queued; 8.44 with all direct). Eviction goes ahead
-only when the victims' re-prefill costs less than the wait it saves."""
+batch the swaps. Holding requests in QLM's queues behind the 4-request window costs capacity
+on the single-model scenarios, so there every class goes direct (both measured:
+docs/results/design.md). Eviction goes ahead only when the victims' re-prefill costs less than
+the wait it saves."""
 
 SLOMESH_NO_PREFIX = StackConfig(
     name="slomesh-no-prefix",

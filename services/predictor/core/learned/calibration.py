@@ -4,8 +4,8 @@ The ordinal model's bucket probabilities come from sigmoid(logit / T). `fit_temp
 on out-of-sample predictions: the grid value whose p90 covers a share of the true lengths nearest
 the middle of a band around 0.9 (ties: the least log loss of the true bucket). The least log loss
 inside the band (the rule before) sat at the band's top edge and, since the cross-validation
-fold models are weaker than the final one, covered 94.5% of the held-out split with hints whose
-std overstated the error by a third (notes/issue-14-cal.md). Coverage is computed without
+fold models are weaker than the final one, over-covered the held-out split with hints whose
+std overstated the error (docs/results/design.md). Coverage is computed without
 building distributions: y <= p90 exactly when the CDF at y (`cdf_at`, the within-bucket shape of
 distribution.summarize) is at most 0.9.
 """

@@ -21,8 +21,8 @@ traffic (more precisely the per-model sum plus the shared drift, both bounded). 
 completion a = 0: the offline calibration (the temperature, calibration.py) alone.
 
 An offline counterpart (a scale for unseen models, fitted on whole training sources held out in
-turn) was measured and did not pay: the three sources need opposite corrections (notes/
-issue-14-cal.md), so it is not here.
+turn) was measured and did not pay: the three sources need opposite corrections
+(docs/results/design.md), so it is not here.
 """
 
 from __future__ import annotations

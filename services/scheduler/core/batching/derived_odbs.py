@@ -22,7 +22,7 @@ things that constant stands in for can be computed directly from the hardware pr
     on members that have already finished; it must stay <= max_padding_waste. With no slice,
     iters is the longest prediction, so this is 1 − Σ pred_i / ((n+1)·max pred).
 
-Two switches for overload (issue 15, the UELLM Fig. 4 comparison on uellm-paper): lost_last
+Two switches for overload (the UELLM Fig. 4 comparison on uellm-paper): lost_last
 walks the requests that can still finish in time alone first and the lost ones after them (a
 lost request at the head of the SLO order otherwise opens a batch that savable ones then wait
 behind), and slack_limit=False drops rule (b), leaving memory and padding waste as the bounds.

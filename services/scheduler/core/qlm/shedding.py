@@ -1,4 +1,4 @@
-"""Sheddable work goes first under saturation (issue 18's bands; fairness/config.py, `shed`).
+"""Sheddable work goes first under saturation (bands; fairness/config.py, `shed`).
 
 Two rules, both answering the shed request at once (a rejection the caller turns into 429 +
 Retry-After with the drop reason "sheddable-saturated" or "shed-for-critical"):

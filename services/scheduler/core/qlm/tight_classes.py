@@ -1,4 +1,4 @@
-"""Two refinements of QLM for the flagship `slomesh` stack (issue 15): direct dispatch of tight
+"""Two refinements of QLM for the flagship `slomesh` stack: direct dispatch of tight
 TTFT classes and eviction that weighs its own cost.
 
 Direct dispatch. QLM holds every request in its virtual queues and lets an instance pull only

@@ -16,13 +16,11 @@ class WorkLimits(BaseModel):
 
     max_improving_solutions: int = Field(1, ge=1)
     """HiGHS stops at this many improving incumbents (`mip_max_improving_sols`); the first one
-    already beats the heuristic's plan, which is the objective bound. 1: on 16 lengths-prompts
-    windows at 200 req/s it ended on the same plan as the 0.1 s wall-clock budget in 7, on a
-    plan where the wall-clock run fell back to the heuristic in 4, median 0.02 s per run
-    (notes/sim-determinism.md)."""
+    already beats the heuristic's plan, which is the objective bound. 1: the first improving
+    plan ends the run (its cost against the wall-clock budget: docs/results/design.md)."""
     max_nodes: int = Field(1, ge=1)
     """Branch-and-bound nodes HiGHS may open (`mip_max_nodes`); 1: the root node only, which
-    bounds a run that finds no improving plan (at most ~1 s on those windows)."""
+    bounds a run that finds no improving plan."""
 
 
 class GlobalSchedulerConfig(BaseModel):
