@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
 from services.ingress.core.front_door import FrontDoorConfig
+from services.ingress.core.grpc_door import GrpcDoorConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy
 from services.ingress.core.tenancy import TenancyConfig
@@ -38,7 +39,8 @@ class IngressArgs(BaseModel):
     """Served models."""
     transport: Transport = "handle"
     """How the ingress calls the other services: "handle" (Serve deployment handles, no proxy
-    hop) or "grpc" (through Serve's gRPC proxy at grpc_target). Same protobuf contracts."""
+    hop) or "grpc" (through Serve's gRPC proxy at grpc_target, which the mesh config must turn
+    on: it is off by default). Same protobuf contracts."""
     grpc_target: str = "127.0.0.1:9000"
     """Serve's gRPC proxy, for transport "grpc"."""
     api_keys: APIKeyConfig = APIKeyConfig()
@@ -76,6 +78,9 @@ class IngressArgs(BaseModel):
     accept_retries: int = Field(2, ge=0)
     """A stream its replica does not accept (no token sent yet) is admitted again this many
     times, within its TTFT deadline, before it fails with an error event."""
+    replica_idle_timeout_s: float = Field(60.0, gt=0)
+    """A replica stream that sends nothing for this long after its accept marker (a replica
+    that hangs without dying) fails with an error event and is cancelled; seconds."""
     replica_accept_timeout_s: float = Field(3.0, gt=0)
     """A replica must accept a request's stream (its empty first chunk) this fast; otherwise
     the request fails with a clear error (a replica lost with its node)."""
@@ -92,3 +97,6 @@ class IngressArgs(BaseModel):
     """The replicas' own HTTP server (core/front_door.py): the same API on
     front_door.host:front_door.port (127.0.0.1:8100), straight to an ingress replica without
     Serve's proxy hop; Serve's proxy (port 8000) keeps serving it too."""
+    grpc_door: GrpcDoorConfig = GrpcDoorConfig()
+    """The replicas' own gRPC server for the `Ingress` service (grpc_door.py), on
+    grpc_door.host:grpc_door.port (127.0.0.1:9100); Serve's gRPC proxy is off by default."""

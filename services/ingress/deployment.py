@@ -37,7 +37,9 @@ from services.ingress.core.openai_schema import (
     sse,
     validate_body,
 )
-from services.ingress.front_door import FrontDoor, door_lifespan, in_serve_replica, serving_app
+from services.ingress.doors import open_doors
+from services.ingress.front_door import FrontDoor, door_lifespan, in_serve_replica
+from services.ingress.grpc_door import GrpcDoor
 from services.ingress.http_api import (
     IngressAPI,
     completion_route_docs,
@@ -48,6 +50,7 @@ from services.ingress.http_api import (
 )
 from services.ingress.observer import ServeMetricsObserver
 from services.ingress.pipeline import Admitted, Pipeline
+from services.ingress.predictor_feed import serve_drop_counter
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
 
@@ -137,12 +140,11 @@ class IngressDeployment:
         self._batch_runner: asyncio.Task[None] | None = None
         self._start_batch_runner()
         self._door: FrontDoor | None = None
-        door = self.args.front_door
-        if door.enabled and in_serve_replica():  # never in tests that build the class
-            a = self.args
-            limit = door.in_flight_limit(a.max_ongoing_requests, a.max_queued_at_proxy)
-            self._door = FrontDoor(door, limit)
-            self._door.start(lambda: serving_app(self))
+        self._grpc_door: GrpcDoor | None = None
+        self.pipeline.client.stream_idle_timeout_s = self.args.replica_idle_timeout_s
+        if in_serve_replica():  # never in tests that build the class
+            self._door, self._grpc_door = open_doors(self)
+            self.pipeline.feed.on_drop = serve_drop_counter()
 
     def _start_batch_runner(self) -> None:
         """Run this replica's batch runner (from the constructor, which Serve runs on the

@@ -231,7 +231,8 @@ def serving_app(instance: Any) -> ASGIApp | None:
 
 @contextlib.asynccontextmanager
 async def door_lifespan(_app: Any) -> AsyncIterator[None]:
-    """The app's lifespan: at its end (Serve stopping the replica) the replica's door closes."""
+    """The app's lifespan: at its end (Serve stopping the replica) the replica's doors close
+    (HTTP and gRPC)."""
     yield
     from ray import serve
 
@@ -242,3 +243,6 @@ async def door_lifespan(_app: Any) -> AsyncIterator[None]:
     door = getattr(instance, "_door", None)
     if isinstance(door, FrontDoor):
         await door.stop()
+    grpc_door = getattr(instance, "_grpc_door", None)  # grpc_door.GrpcDoor
+    if grpc_door is not None:
+        await grpc_door.stop()

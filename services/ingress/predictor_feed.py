@@ -10,6 +10,12 @@ the order they came: sent once `max_items` wait, else `interval_ms` after the fi
 call is in flight at a time, so the predictor runs items in arrival order (a request's
 prediction before its completion). Best effort as the single calls were: a failed call drops
 its items (counted in `dropped`).
+
+The queue is bounded (`max_queued_items`): while the predictor is slow or away, calls fail
+only after their deadline and items keep coming, so an unbounded list grew with the traffic.
+An item that finds the queue full is dropped at once (`dropped_full`); every drop is reported
+to `on_drop(reason, count)` (the deployment exports it as `slomesh_predictor_feed_dropped_total`
+with `reason` "queue_full" or "call_failed").
 """
 
 from __future__ import annotations
@@ -34,6 +40,32 @@ class PredictorFeedConfig(BaseModel):
     interval_ms: float = Field(default=100.0, ge=0.0)
     """How long the first waiting item waits for others before the batch is sent (0: at the
     next turn of the event loop, so items queued together still share a call)."""
+    max_queued_items: int = Field(default=4096, ge=1)
+    """Items waiting at most (not counting the batch in flight); an item beyond it is dropped
+    at once (best effort: a lost prediction or observation only slows learning)."""
+
+
+QUEUE_FULL = "queue_full"
+CALL_FAILED = "call_failed"
+"""`reason` values of a drop."""
+
+
+def serve_drop_counter() -> Callable[[str, int], None]:
+    """`on_drop` exporting drops as the counter `slomesh_predictor_feed_dropped_total{reason}`
+    through Ray Serve's metrics (inside a Serve replica)."""
+    from ray.serve import metrics
+
+    counter = metrics.Counter(
+        "slomesh_predictor_feed_dropped_total",
+        "predictor feed items dropped: queue_full (the bounded queue was full), call_failed "
+        "(their predictor.Batch call failed)",
+        tag_keys=("reason",),
+    )
+
+    def on_drop(reason: str, count: int) -> None:
+        counter.inc(count, tags={"reason": reason})
+
+    return on_drop
 
 
 class PredictorFeed:
@@ -53,6 +85,10 @@ class PredictorFeed:
         """Items delivered in a batch call that succeeded."""
         self.dropped = 0
         """Items lost with a failed call."""
+        self.dropped_full = 0
+        """Items refused because the queue held max_queued_items."""
+        self.on_drop: Callable[[str, int], None] | None = None
+        """Told of every drop: (reason, items)."""
         self.calls = 0
         """predictor.Batch calls made."""
 
@@ -74,6 +110,10 @@ class PredictorFeed:
         return len(self._items)
 
     def _add(self, item: predictor_pb2.PredictorWork) -> None:
+        if len(self._items) >= self.config.max_queued_items:
+            self.dropped_full += 1
+            self._report_drop(QUEUE_FULL, 1)
+            return
         self._items.append(item)
         if self._full is None:
             self._full = asyncio.Event()
@@ -101,6 +141,12 @@ class PredictorFeed:
                 self.sent += len(batch)
             except Exception:
                 self.dropped += len(batch)
+                self._report_drop(CALL_FAILED, len(batch))
+
+    def _report_drop(self, reason: str, count: int) -> None:
+        if self.on_drop is not None:
+            with contextlib.suppress(Exception):  # a metrics fault must not break the feed
+                self.on_drop(reason, count)
 
     async def drain(self) -> None:
         """Wait until every queued item was sent (or dropped)."""

@@ -1,23 +1,31 @@
 """How one slomesh service calls another, with the protobuf contracts either way.
 
 Two transports, chosen in config:
-- "handle" (default): a Serve deployment handle, a direct actor call inside the cluster. It
-  skips the proxy: measured on this 2-core machine, each hop through Serve's gRPC proxy adds
-  ~20 ms to a request while the services themselves take < 1 ms (README, "Measured").
+- "handle" (default): a Serve deployment handle, a direct actor call inside the cluster,
+  protected by Ray's token authentication. It skips the proxy hop.
 - "grpc": real gRPC through Serve's gRPC proxy, `application` metadata picking the service,
-  the way any external client calls the mesh.
+  carrying the mesh credential. Serve's gRPC proxy is off unless the mesh config turns it on
+  (`grpc_options.grpc_servicer_functions`; it binds every interface), so this transport needs a
+  config that asks for it; `slomesh up` refuses one that does not.
 The trace context travels as W3C headers in both: gRPC metadata, or a `trace_headers` argument.
+
+Failures become `CallFailed` with a gRPC status name (`call_errors.status_of`): UNAVAILABLE only
+for a callee that is gone or not up (retryable), the callee's own exceptions as the
+deterministic statuses they are. A stream that sends nothing for `stream_idle_timeout_s` (a
+replica that hangs without dying) fails DEADLINE_EXCEEDED and is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
 import grpc
 
-from shared.rpc.direct import DirectReplicas
+from shared.rpc.call_errors import status_of
+from shared.rpc.direct import KEEPALIVE_CHANNEL_OPTIONS, DirectReplicas
 from shared.rpc.mesh_auth import credential_metadata
 from shared.rpc.slomesh.v1 import (
     deployer_pb2_grpc,
@@ -39,6 +47,10 @@ _STUBS: dict[str, Any] = {
 }
 
 
+DEFAULT_STREAM_IDLE_TIMEOUT_S = 60.0
+"""How long a stream may go without a message before it fails (see MeshClient)."""
+
+
 class CallFailed(Exception):
     """A call to another service failed; `code` is a gRPC status name (UNAVAILABLE, ...)."""
 
@@ -54,10 +66,13 @@ class MeshClient:
         target: str = "127.0.0.1:9000",
         timeout_s: float = 10.0,
         transport: Transport = "handle",
+        stream_idle_timeout_s: float | None = DEFAULT_STREAM_IDLE_TIMEOUT_S,
     ) -> None:
         self.target = target
         self.timeout_s = timeout_s
         self.transport = transport
+        self.stream_idle_timeout_s = stream_idle_timeout_s
+        """A stream with no message for this long fails DEADLINE_EXCEEDED (None: no limit)."""
         self._channel: grpc.aio.Channel | None = None
         self._stubs: dict[str, Any] = {}
         self._handles: dict[str, Any] = {}
@@ -93,7 +108,7 @@ class MeshClient:
         except grpc.aio.AioRpcError as err:
             raise CallFailed(application, err.code().name, err.details() or "") from None
         except Exception as err:
-            raise CallFailed(application, "UNAVAILABLE", type(err).__name__) from None
+            raise CallFailed(application, status_of(err), type(err).__name__) from None
 
     async def stream(
         self,
@@ -109,44 +124,54 @@ class MeshClient:
         it had when it decided to call (`trace_headers`, default: the current one at that time).
         """
         headers = trace_headers if trace_headers is not None else _headers()
+        idle = self.stream_idle_timeout_s
         try:
-            stub = await self.direct.stub(application) if kind == "replica" else None
-            if stub is not None:
-                inner = self._direct_stream(application, stub, method, message, headers)
-                try:
-                    async for item in inner:
-                        yield item
-                finally:
-                    await inner.aclose()  # at once: it cancels the replica's stream
-                return
-            if self.transport == "grpc":
-                call = getattr(self._stub(kind), method)(
-                    message,
-                    metadata=[
-                        ("application", application),
-                        *credential_metadata(),
-                        *headers.items(),
-                    ],
-                )
-                try:
-                    async for item in call:
-                        yield item
-                finally:
-                    call.cancel()
-                return
-            handle = self._handle(application).options(stream=True)
-            gen = getattr(handle, method).remote(message, trace_headers=headers)
+            source, stop = await self._open_stream(application, kind, method, message, headers)
             try:
-                async for item in gen:
+                while True:
+                    try:
+                        async with asyncio.timeout(idle):
+                            item = await anext(source)
+                    except StopAsyncIteration:
+                        return
                     yield item
             finally:
-                gen.cancel()
+                stopped = stop()  # at once: it cancels the callee's stream
+                if inspect.isawaitable(stopped):
+                    await stopped
+        except TimeoutError:
+            raise CallFailed(
+                application, "DEADLINE_EXCEEDED", f"no message for {idle:g} s"
+            ) from None
         except grpc.aio.AioRpcError as err:
             raise CallFailed(application, err.code().name, err.details() or "") from None
         except (GeneratorExit, CallFailed):
             raise
         except Exception as err:
-            raise CallFailed(application, "UNAVAILABLE", type(err).__name__) from None
+            raise CallFailed(application, status_of(err), type(err).__name__) from None
+
+    async def _open_stream(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        headers: dict[str, str],
+    ) -> tuple[AsyncIterator[Any], Callable[[], Any]]:
+        """The stream's messages and how to end it early (its result may be awaitable)."""
+        stub = await self.direct.stub(application) if kind == "replica" else None
+        if stub is not None:
+            inner = self._direct_stream(application, stub, method, message, headers)
+            return inner, inner.aclose
+        if self.transport == "grpc":
+            call = getattr(self._stub(kind), method)(
+                message,
+                metadata=[("application", application), *credential_metadata(), *headers.items()],
+            )
+            return call.__aiter__(), call.cancel
+        handle = self._handle(application).options(stream=True)
+        gen = getattr(handle, method).remote(message, trace_headers=headers)
+        return gen.__aiter__(), gen.cancel
 
     async def _endpoint(self, application: str) -> str:
         """A replica application's own gRPC server, asked over its Serve handle."""
@@ -155,7 +180,9 @@ class MeshClient:
 
     def _stub(self, kind: str) -> Any:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.target)
+            self._channel = grpc.aio.insecure_channel(
+                self.target, options=KEEPALIVE_CHANNEL_OPTIONS
+            )
         if kind not in self._stubs:
             self._stubs[kind] = _STUBS[kind](self._channel)
         return self._stubs[kind]

@@ -5,6 +5,13 @@ server ("", e.g. an autoscaled pool, where Serve's router picks the replica) or 
 keeps the handle. A replica that fails UNAVAILABLE is forgotten and asked for again (it may
 have been replaced, on a new port); MeshClient.stream retries a stream that failed before its
 first message once on the new address.
+
+Channels send HTTP/2 keepalive pings (`KEEPALIVE_CHANNEL_OPTIONS`): a replica whose process is
+frozen or whose node vanished without closing the connection (no FIN, no RST) is found within
+keepalive_time + keepalive_timeout while a stream waits on it, and the stream fails UNAVAILABLE
+instead of hanging until the TCP retransmission timeout (minutes). Pings are answered by gRPC's
+own threads, so a replica whose event loop hangs still answers them: the stream's idle timeout
+(MeshClient.stream_idle_timeout_s) covers that case.
 """
 
 from __future__ import annotations
@@ -19,6 +26,27 @@ from shared.rpc.slomesh.v1 import replica_pb2_grpc
 
 _RETRY_S = 5.0
 """After a failed or empty answer, how long the handle is used before asking again."""
+
+KEEPALIVE_TIME_MS = 20_000
+"""A channel with a call in flight pings the server after this long without a frame."""
+KEEPALIVE_TIMEOUT_MS = 10_000
+"""A ping unanswered for this long closes the channel (its calls fail UNAVAILABLE)."""
+
+KEEPALIVE_CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    # no pings on an idle channel: servers refuse them by default (GOAWAY too_many_pings)
+    ("grpc.keepalive_permit_without_calls", 0),
+)
+"""Options of every direct channel. The client sends at most two pings between data frames
+(gRPC's default `grpc.http2.max_pings_without_data`), which a server with gRPC's default ping
+policy accepts; a server with KEEPALIVE_SERVER_OPTIONS accepts them as often as sent."""
+
+KEEPALIVE_SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+    ("grpc.http2.max_ping_strikes", 0),  # 0: never GOAWAY a client for pinging
+)
+"""Options of the mesh's own gRPC servers: accept the channels' keepalive pings."""
 
 
 class DirectReplicas:
@@ -45,7 +73,7 @@ class DirectReplicas:
             self._addresses[application] = address
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address)
+            channel = grpc.aio.insecure_channel(address, options=KEEPALIVE_CHANNEL_OPTIONS)
             self._channels[address] = channel
             stub = self._stubs[address] = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
         return stub

@@ -1,7 +1,7 @@
 """The ingress's own HTTP door: the settings, and the rules that need no socket.
 
 Each ingress replica serves the same OpenAI app itself on `host:port`, next to Serve's HTTP
-proxy (which stays: port 8000 and the gRPC proxy on 9000 go on working). Every replica of a
+proxy (which stays on port 8000). Every replica of a
 node binds the same address with SO_REUSEPORT, so the kernel spreads new connections over them:
 a client talks straight to an ingress process, without the proxy's extra hop for the first
 token and for every streamed chunk.
@@ -47,22 +47,38 @@ class FrontDoorConfig(BaseModel):
     @field_validator("host")
     @classmethod
     def _host_is_an_address(cls, value: str) -> str:
-        if value == NODE_ADDRESS:
-            return value
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(
-                f"front_door.host must be an IP address literal or {NODE_ADDRESS!r} (this node's "
-                f"address), got {value!r}"
-            ) from None
-        return value
+        return listen_host(value, "front_door.host")
 
     def in_flight_limit(self, max_ongoing_requests: int, max_queued_at_proxy: int) -> int:
         """Requests one replica serves through the door at once."""
         if self.max_in_flight_requests is not None:
             return self.max_in_flight_requests
         return max_ongoing_requests + max_queued_at_proxy
+
+
+def listen_host(value: str, field: str) -> str:
+    """`value` if it is an IP address literal or "node", else a ValueError naming `field`."""
+    if value == NODE_ADDRESS:
+        return value
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(
+            f"{field} must be an IP address literal or {NODE_ADDRESS!r} (this node's "
+            f"address), got {value!r}"
+        ) from None
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listener bound to `host` is reachable from this machine only ("node" and the
+    wildcards are not)."""
+    if host == NODE_ADDRESS or not host:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def url_host(host: str) -> str:

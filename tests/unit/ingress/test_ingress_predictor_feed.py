@@ -128,3 +128,58 @@ def test_prediction_items_carry_the_trace_and_the_prompt() -> None:
     assert dict(predict.trace_headers) == {"traceparent": "00-ab-cd-01"}
     assert observe.observe.output_tokens == 17
     assert not observe.trace_headers
+
+
+@pytest.mark.parametrize(("queued_cap", "n_items"), [(5, 40), (1, 10), (64, 20)])
+def test_a_stalled_predictor_bounds_the_queue_and_counts_every_drop(
+    queued_cap: int, n_items: int
+) -> None:
+    """A predictor that does not answer: the queue never holds more than max_queued_items
+    (plus the one batch in flight), the rest is dropped at once and reported by reason."""
+    release = asyncio.Event()
+    sent: list[list[str]] = []
+
+    async def stalled(batch: predictor_pb2.PredictorBatch) -> None:
+        await release.wait()
+        sent.append([_label(item) for item in batch.items])
+
+    drops: list[tuple[str, int]] = []
+
+    async def run() -> PredictorFeed:
+        config = PredictorFeedConfig(max_items=4, interval_ms=0.0, max_queued_items=queued_cap)
+        feed = PredictorFeed(stalled, config)
+        feed.on_drop = lambda reason, count: drops.append((reason, count))
+        for i in range(n_items):
+            feed.observe(_meta(i), i)
+            await asyncio.sleep(0)  # the sender takes its first batch and waits on the call
+            assert feed.waiting <= queued_cap
+        release.set()
+        await feed.drain()
+        return feed
+
+    feed = asyncio.run(run())
+    delivered = sum(len(b) for b in sent)
+    assert delivered + feed.dropped_full == n_items
+    assert feed.dropped_full == sum(c for r, c in drops if r == "queue_full")
+    assert delivered <= queued_cap + 4  # the queue, plus the one batch that was in flight
+    assert feed.dropped_full >= n_items - queued_cap - 4
+    assert feed.dropped == 0 and all(r == "queue_full" for r, _ in drops)
+
+
+def test_a_failed_call_is_reported_as_call_failed_and_a_broken_hook_is_harmless() -> None:
+    predictor = Predictor(fail=(0,))
+    reasons: list[tuple[str, int]] = []
+
+    def hook(reason: str, count: int) -> None:
+        reasons.append((reason, count))
+        raise RuntimeError("metrics exporter down")
+
+    async def run() -> PredictorFeed:
+        feed = PredictorFeed(predictor.send, PredictorFeedConfig(max_items=3, interval_ms=0.0))
+        feed.on_drop = hook
+        await _feed_items(feed, 3, seed=1, pause_every=0)
+        return feed
+
+    feed = asyncio.run(run())
+    assert reasons == [("call_failed", 3)]
+    assert (feed.sent, feed.dropped) == (3, 3)
