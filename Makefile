@@ -22,7 +22,7 @@ venv: $(STAMP)
 # Main job: the live mesh (embedded Ray Serve) on real vLLM (CPU build) and the tiny local
 # model, until Ctrl-C. `slomesh up --engine simulated` runs it with simulated replicas.
 up: $(STAMP)
-	$(BIN)/slomesh up --engine vllm
+	$(BIN)/slomesh up --engine vllm --stack slomesh
 
 # Regenerate shared/rpc/slomesh/v1 from proto/slomesh/v1 (a test checks it is current).
 proto: $(STAMP)

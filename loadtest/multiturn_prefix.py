@@ -3,8 +3,8 @@
 Each of --conversations conversations shares one of --system-prompts system prompts and runs
 --turns turns in sequence, each re-sending the whole history (system prompt, earlier messages
 and replies) as chat APIs do; conversations run concurrently. TTFT is the time to the first
-streamed content chunk. Run it once per stack (`slomesh up --policy slomesh` vs
-`--policy slomesh-no-prefix`; vLLM's prefix caching is on in both) and compare:
+streamed content chunk. Run it once per stack (`slomesh up --stack slomesh` vs
+`--stack slomesh-no-prefix`; vLLM's prefix caching is on in both) and compare:
 
     .venv/bin/python loadtest/multiturn_prefix.py --host http://127.0.0.1:8000 \
         --model tiny-llama --out runs/multiturn-slomesh.json

@@ -59,7 +59,7 @@ class SchedulerArgs(BaseModel):
     policy_options: dict[str, Any] = Field(default_factory=dict)
     """That policy's config (QLMConfig or BatchingConfig fields; none for routers)."""
     policy_label: str | None = None
-    """Name reported with each decision (the serving stack `slomesh up --policy` resolved);
+    """Name reported with each decision (the serving stack `slomesh up --stack` ran);
     None: the policy name."""
     replicas: list[ReplicaEntry] = Field(min_length=1)
     """The replicas to place on."""

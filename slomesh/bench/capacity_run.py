@@ -32,10 +32,9 @@ from shared.metrics.summary import summarize
 from shared.workloads import generate
 from slomesh.bench.capacity import CapacitySearch, CapacitySettings, search_capacity
 from slomesh.bench.scenarios import ScenarioSpec
-from slomesh.bench.stacks.base import StackConfig
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS, StackConfig
 
 PROBE_REQUESTS = 1000
 

@@ -17,11 +17,11 @@ from shared.report.writers import format_sweep_tables, write_summary, write_swee
 from shared.workloads import generate
 from slomesh.bench.experiments import EXPERIMENTS, ExperimentArgs
 from slomesh.bench.scenarios import SCENARIOS, ScenarioSpec
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.cli.bench_capacity import add_arguments as add_capacity_arguments
 from slomesh.cli.bench_capacity import run_capacity_cli
 from slomesh.cli.errors import UsageError
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +32,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"a scenario ({', '.join(SCENARIOS.names())}) or a QLM paper experiment "
         f"({', '.join(EXPERIMENTS.names())}: writes results.json, summary.md and figures)",
     )
-    p.add_argument("--policies", help="comma-separated policy names (default: the scenario's)")
+    p.add_argument(
+        "--stacks",
+        "--policies",
+        dest="policies",
+        help="comma-separated serving stacks, each a shipped stack name (slomesh/stacks/library) "
+        "or a stack file path (default: the scenario's)",
+    )
     p.add_argument("--rate", type=float, help="total arrival rate, requests/s")
     p.add_argument("--requests", type=int, help="number of requests")
     p.add_argument("--instances", type=int, help="number of serving instances")
@@ -102,7 +108,10 @@ def _policies(args: argparse.Namespace, sc: ScenarioSpec) -> list[str]:
     names = args.policies.split(",") if args.policies else sc.default_policies
     names = [n.strip() for n in names if n.strip()]
     for n in names:
-        STACKS.check(n)
+        try:
+            STACKS.check(n)
+        except ValueError as err:
+            raise UsageError(f"--stacks: {err}") from None
     return names
 
 

@@ -3,7 +3,7 @@ replicas) and on the simulator (the measured CPU profile), per policy; attainmen
 class side by side, whether the policy ranking agrees, and the QLM waiting-time estimator's R²
 on both sides (slomesh/bench/agree/).
 
-Live: for each policy the mesh of deploy/ray/local.yaml starts as `slomesh up --policy P` would
+Live: for each policy the mesh of deploy/ray/local.yaml starts as `slomesh up --stack P` would
 (replica seats and the scheduler's view of them from --max-num-seqs, the measured profile
 published, the workload's SLO classes configured at the ingress; the mesh's overload limits --
 proxy queue, ingress concurrency and admission wait, the scheduler's in-flight cap and
@@ -43,10 +43,11 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.cli import mesh
 from slomesh.cli.bench_live import _served_model, _with_seats
 from slomesh.cli.errors import UsageError
+from slomesh.stacks import STACKS, load_stack
+from slomesh.stacks.live import apply_stack
 
 DEFAULT_CLASSES = "short:0.4:3:16:32-128,long:0.6:3600:256:64-256"
 
@@ -55,7 +56,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "bench-agree", help="one seeded workload on the live mesh and the simulator; compare"
     )
-    p.add_argument("--policies", default="vllm-fcfs,edf,qlm", help="comma-separated stacks")
+    p.add_argument(
+        "--stacks",
+        "--policies",
+        dest="policies",
+        default="vllm-fcfs,edf,qlm",
+        help="comma-separated stacks (names or stack files)",
+    )
     p.add_argument("--requests", type=int, default=300, help="requests in the trace")
     p.add_argument("--rate", type=float, default=20.0, help="Poisson arrivals per s")
     p.add_argument("--seed", type=int, default=0, help="trace and prompt seed")
@@ -97,7 +104,7 @@ def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) 
     """deploy/ray/local.yaml as `bench-agree` runs it for `policy` (see the module docstring)."""
     config = _with_seats(mesh.load_config(mesh.CONFIGS["vllm"]), args.max_num_seqs)
     config = mesh.with_profiles(config, [args.profile])
-    config = mesh.with_policy(config, policy)
+    config = apply_stack(config, load_stack(policy))
     loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
     for app in config["applications"]:
         a = app.setdefault("args", {})
@@ -188,7 +195,7 @@ def _read_log(path: Path) -> list[ScoredWait]:
 def run(args: argparse.Namespace) -> int:
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if len(args.policies) < 2:
-        raise UsageError("--policies: give at least 2 policies to rank")
+        raise UsageError("--stacks: give at least 2 stacks to rank")
     if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
         raise UsageError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
     stacks = {p: STACKS.create(p) for p in args.policies}

@@ -13,6 +13,7 @@ from slomesh.bench.capacity import CapacitySettings
 from slomesh.bench.capacity_run import probe_requests, run_capacity
 from slomesh.bench.scenarios import ScenarioSpec
 from slomesh.cli.errors import UsageError, describe
+from slomesh.stacks import load_stack
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,7 +66,7 @@ def run_capacity_cli(
     wall = time.perf_counter() - t0
     rows = [
         CapacityRow(
-            p.policy,
+            load_stack(p.policy).name,  # a stack file's own name, not its path
             p.capacity_rps,
             {s: r.capacity_rps for s, r in p.by_seed.items()},
             p.to_dict(),

@@ -1,6 +1,6 @@
 """`slomesh bench-live`: the same Locust load against the live mesh under each serving stack.
 
-For each policy: start the mesh on an embedded Ray (`slomesh up --policy P`: the scheduler runs P
+For each policy: start the mesh on an embedded Ray (`slomesh up --stack P`: the scheduler runs P
 and the replicas' engine queues follow P's stack), run loadtest/locustfile.py headless for a fixed
 time with a fixed SLO-class mix and per-class output lengths, stop the mesh, and keep Locust's
 per-class report (requests, SLO and TTFT attainment, TTFT p50/p99, rejections). Prints one table.
@@ -19,6 +19,8 @@ from typing import Any
 
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
+from slomesh.stacks import load_stack
+from slomesh.stacks.live import apply_stack
 
 _LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtest" / "locustfile.py"
 
@@ -26,7 +28,13 @@ _LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtest" / "locustfile.py"
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench-live", help="Locust load on the live mesh, once per policy")
     p.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
-    p.add_argument("--policies", default="vllm-fcfs,qlm", help="comma-separated stacks")
+    p.add_argument(
+        "--stacks",
+        "--policies",
+        dest="policies",
+        default="vllm-fcfs,qlm",
+        help="comma-separated stacks (names or stack files)",
+    )
     p.add_argument("--users", type=int, default=48, help="Locust users (closed loop)")
     p.add_argument("--spawn-rate", type=float, default=16.0, help="users started per second")
     p.add_argument("--seconds", type=int, default=90, help="load duration per policy")
@@ -107,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
     configs = {}
     for policy in policies:
         try:
-            configs[policy] = mesh.with_policy(base, policy)
+            configs[policy] = apply_stack(base, load_stack(policy))
         except ValueError as err:
-            raise UsageError(f"--policies: {err}") from None
+            raise UsageError(f"--stacks: {err}") from None
     if args.engine == "vllm":
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 

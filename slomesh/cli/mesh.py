@@ -83,64 +83,6 @@ def load_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def with_policy(config: dict[str, Any], policy: str) -> dict[str, Any]:
-    """`config` with the scheduler running serving stack `policy` and every replica's engine
-    queue ordered as that stack says (e.g. qlm: EDF behind the virtual queues; vllm-fcfs: FCFS).
-    Unknown names fail listing the valid ones."""
-    from slomesh.bench.stacks.registry import STACKS
-
-    stack = STACKS.create(policy)
-    out = copy.deepcopy(config)
-    for app in out["applications"]:
-        args = app.setdefault("args", {})
-        if app["name"] == "scheduler":
-            args["policy"] = stack.policy
-            args["policy_options"] = live_policy_options(stack.policy, stack.policy_options)
-            args["policy_label"] = stack.name
-        elif app["name"].startswith("replica-"):
-            key = "vllm" if args.get("engine") == "vllm" else "engine_config"
-            engine = args.setdefault(key, {})
-            engine["queue_policy"] = stack.queue_policy
-            if stack.policy == "batching":  # a resumed slice keeps its (early) deadline: first
-                engine["queue_policy"] = LIVE_BATCHING_QUEUE_POLICY
-            engine.pop("scorpio", None)
-            if stack.scorpio is not None:
-                # live replicas run credit batching and VBS; the TTFT guard would cut streams
-                # the ingress already answered, so live rejection stays with admission
-                engine["scorpio"] = stack.scorpio.model_copy(
-                    update={"ttft_guard": False}
-                ).model_dump()
-    return out
-
-
-LIVE_BATCHING_OPTIONS: dict[str, Any] = {
-    "lengths": "hints",
-    "min_interval_s": 0.5,
-    "reform_on_slice_end": True,
-}
-"""What batch-forming stacks (scls, slo-odbs, slomesh-static) change live: they plan on each
-request's length hint (the ingress's prediction; the live scheduler has no predictor of its own)
-and re-form batches at least every 0.5 s instead of SCLS's Γ = 3 s (a CPU replica serves a
-slice in about a second), and batch a request whose slice ended again at once (its stream has
-started: waiting for the interval would stall it between two tokens). The replicas stay
-continuous-batching engines; each batch member runs one slice there (services/ingress/slicing.py).
-"""
-
-
-LIVE_BATCHING_QUEUE_POLICY = "edf"
-"""The replicas' queue order under batching stacks live: a request back from a slice end joins
-the engine's queue again (its seat went back at the slice end); by deadline, its old TTFT
-deadline puts it ahead of new arrivals instead of behind the whole queue (FCFS), which would be
-a gap of seconds between two of its tokens on a busy replica."""
-
-
-def live_policy_options(policy: str, options: dict[str, Any]) -> dict[str, Any]:
-    """A stack's scheduler options as the live mesh runs them (LIVE_BATCHING_OPTIONS)."""
-    if policy != "batching" or options.get("lengths") == "true":
-        return dict(options)
-    return LIVE_BATCHING_OPTIONS | dict(options)
-
-
 _PROFILE_READERS = ("services.scheduler.deployment", "services.profiler.deployment")
 
 

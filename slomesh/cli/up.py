@@ -8,6 +8,11 @@ from pathlib import Path
 from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
 from slomesh.cli.ports import port_taken
+from slomesh.stacks import load_stack
+from slomesh.stacks.live import apply_stack
+
+FLAGSHIP_STACK = "slomesh"
+"""The stack `slomesh up` (and `make up`) runs unless told otherwise."""
 
 DEFAULT_METRICS_PORT = 8080
 """Where `slomesh up` exports Prometheus metrics (Ray's `_metrics_export_port`)."""
@@ -47,9 +52,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     up.add_argument("--config", type=Path, help="a Serve config (default: by --engine)")
     up.add_argument("--num-cpus", type=int, help="CPUs Ray may schedule (default: all)")
     up.add_argument(
-        "--policy",
-        help="serving stack of the scheduler (and replica queue order), e.g. qlm, vllm-fcfs "
-        "(default: the config's)",
+        "--stack",
+        help="serving stack: a shipped stack name (slomesh/stacks/library) or a stack file "
+        f"(default with the shipped configs: the flagship, {FLAGSHIP_STACK}; with --config: the "
+        "config's own settings); a stage the live mesh cannot run is refused, naming it",
     )
     up.add_argument(
         "--profile",
@@ -95,11 +101,6 @@ def run_build_tiny(args: argparse.Namespace) -> int:
 
 def run_up(args: argparse.Namespace) -> int:
     config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
-    if args.policy:
-        try:
-            config = mesh.with_policy(config, args.policy)
-        except ValueError as err:
-            raise UsageError(f"--policy: {err}") from None
     profiles = list(args.profile)
     if not profiles and args.config is None and args.engine in mesh.DEFAULT_PROFILES:
         profiles = [mesh.DEFAULT_PROFILES[args.engine]]
@@ -108,6 +109,12 @@ def run_up(args: argparse.Namespace) -> int:
             config = mesh.with_profiles(config, profiles)
         except ValueError as err:
             raise UsageError(f"--profile: {err}") from None
+    stack_name = args.stack or (FLAGSHIP_STACK if args.config is None else None)
+    if stack_name is not None:
+        try:
+            config = apply_stack(config, load_stack(stack_name))
+        except ValueError as err:
+            raise UsageError(f"--stack: {err}") from None
     if args.engine == "vllm" and args.config is None:
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
@@ -127,6 +134,7 @@ def run_up(args: argparse.Namespace) -> int:
             f"gRPC {grpc}, Prometheus metrics {metrics_url(args.metrics_port)}"
         )
         print("applications: " + ", ".join(a["name"] for a in config["applications"]))
+        print(f"stack: {stack_name or 'none (the config file as written)'}")
         if not args.exit_after_start:
             print("Ctrl-C to stop")
             mesh.wait_for_interrupt()

@@ -28,11 +28,11 @@ from services.scheduler.core.global_policy import RoutingPolicy
 from services.scheduler.core.qlm.rwt import InstanceRates
 from shared.domain import Request
 from shared.metrics.records import InstanceStats
-from slomesh.bench.stacks.base import StackConfig
 from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.events import Event
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import StackConfig
 
 RATE_WINDOW_S = 30.0
 """Arrivals counted for the rate (Serve's look-back period)."""

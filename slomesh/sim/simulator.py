@@ -15,10 +15,10 @@ from services.replica.core.sequence import Sequence as Seq
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
-from slomesh.bench.stacks.base import StackConfig
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.events import Arrival, Event, Schedule
 from slomesh.sim.instance import SimInstance
+from slomesh.stacks import StackConfig
 
 
 class SimulationStuck(RuntimeError):

@@ -3,7 +3,7 @@
 and the client sees one stream with every token.
 
 Reuses the session mesh: the test redeploys the scheduler with the batching policy (the live
-options of `slomesh up --policy scls`) and puts the original back afterwards.
+options of `slomesh up --stack scls-live`) and puts the original back afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import openai
 from ray import serve
 from ray.serve.api import RunTarget
 
-from slomesh.cli.mesh import live_policy_options
+from slomesh.stacks import load_stack
 
 MODEL = "llama-3.1-8b"
 SLICE = 8
@@ -57,7 +57,9 @@ def test_mesh_batching_policy_serves_requests_in_slices(live_mesh: dict[str, Any
     sliced = copy.deepcopy(original)
     options = {"slice_iterations": SLICE, "min_interval_s": 0.2}
     sliced["args"]["policy"] = "batching"
-    sliced["args"]["policy_options"] = live_policy_options("batching", options)
+    sliced["args"]["policy_options"] = (
+        load_stack("scls-live").with_policy_options(options).policy_options
+    )
     _deploy_scheduler(sliced)
     try:
         with ThreadPoolExecutor(3) as pool:

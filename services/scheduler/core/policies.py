@@ -4,7 +4,7 @@ A global policy decides where each request goes (or that it is rejected): a plai
 virtual queues, or a batch former (SCLS / UELLM). `create_global_policy(name, options, predictor)`
 validates `options` against the policy's config model, so a bad key fails at start-up naming it.
 The live scheduler reads the name and options from its Serve args; the simulator from a stack
-(slomesh/bench/stacks). Concrete policies are imported on first use, so asking for one does not
+(slomesh/stacks). Concrete policies are imported on first use, so asking for one does not
 import the others.
 """
 

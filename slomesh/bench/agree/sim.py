@@ -17,10 +17,10 @@ from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
-from slomesh.bench.stacks.base import StackConfig
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import StackConfig
 
 _STAND_IN = InstanceSpec(gpu="A100-80GB", models=["llama-3.1-8b"], tensor_parallel=1)
 

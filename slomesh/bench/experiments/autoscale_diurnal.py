@@ -25,9 +25,9 @@ from shared.metrics.summary import summarize
 from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
 from slomesh.bench.scenarios.diurnal import DiurnalSpec, diurnal_requests
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.autoscale import AutoscaledSimulator
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.stacks import STACKS
 
 TARGET = 0.95
 """Attainment the comparison asks for."""

@@ -20,10 +20,9 @@ from shared.metrics.summary import PolicySummary, summarize
 from shared.report.table import fmt_num, fmt_pct, markdown_table
 from shared.workloads import WorkloadSpec, generate
 from slomesh.bench.scenarios import ScenarioSpec
-from slomesh.bench.stacks.base import StackConfig
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS, StackConfig
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -53,7 +53,7 @@ from slomesh.bench.experiments.helpers import (
     series_by_policy,
 )
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
+from slomesh.stacks import STACKS
 
 SERVED_MODEL = "llama-2-13b"
 CONTEXT_TOKENS = 4096

@@ -36,7 +36,7 @@ from slomesh.bench.experiments.helpers import (
     with_stream_rate,
 )
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import stack as qlm_stack
+from slomesh.stacks import stack as qlm_stack
 
 
 class QLMDelta(Experiment):

@@ -24,8 +24,8 @@ from shared.workloads import WorkloadSpec, generate
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput, thin
 from slomesh.bench.experiments.helpers import Panel, save_figure
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import stack as qlm_stack
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import stack as qlm_stack
 
 BURST_RPS = 100.0
 PROFILING_REQUESTS = 2000

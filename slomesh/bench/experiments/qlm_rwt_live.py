@@ -35,7 +35,7 @@ from shared.workloads import generate
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
 from slomesh.bench.experiments.helpers import Panel, progress, run_stack, save_figure, with_requests
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import stack as qlm_stack
+from slomesh.stacks import stack as qlm_stack
 
 EDGES = (1, 2, 4, 8)
 MAX_SCATTER = 3000

@@ -26,7 +26,7 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.bench.stacks.registry import STACKS
+from slomesh.stacks import STACKS
 
 CLASSES = "short:0.4:2.0:16:32-128,long:0.6:3600:128:64-256"
 PROFILE = Path(__file__).resolve().parents[3] / "deploy/ray/profiles/cpu-tiny-llama.json"

@@ -13,9 +13,9 @@ from shared.workloads import generate
 from slomesh.bench.capacity import CapacitySettings
 from slomesh.bench.capacity_run import make_probe
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.cli.main import main
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 BASE = ["bench", "--scenario", "smoke", "--capacity", "--no-progress"]
 

@@ -7,7 +7,7 @@ import pytest
 from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.scheduler.core.global_policy import GlobalPolicy, RoutingPolicy
 from shared.policy.registry import UnknownNameError
-from slomesh.bench.stacks.registry import STACKS
+from slomesh.stacks import STACKS
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_scheduler_stack_registry_names():
     assert {"edf", "oracle", "sls", "vllm-fcfs", "qlm", "qlm-no-evict"} <= set(STACKS.names())
     with pytest.raises(
         UnknownNameError,
-        match="unknown policy 'qlmx'; valid: edf, fifo-batching, fifo-batching-continuous, odbs",
+        match="unknown stack 'qlmx'; valid: edf, fifo-batching, fifo-batching-continuous, ",
     ):
         STACKS.create("qlmx")
 

@@ -10,9 +10,9 @@ from shared.domain import Request
 from shared.metrics.records import RunResult
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS, ScenarioSpec
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 
 def smoke_requests(

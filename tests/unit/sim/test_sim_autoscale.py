@@ -6,9 +6,9 @@ import pytest
 
 from services.scheduler.core.autoscale.config import AutoscaleConfig
 from shared.workloads import LengthSpec, StreamSpec, WorkloadSpec, generate
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.autoscale import AutoscaledSimulator
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.stacks import STACKS
 
 MODEL = "llama-3.1-8b"
 CLUSTER = ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=[MODEL])])

@@ -13,8 +13,8 @@ from services.scheduler.core.qlm.solvers.problem import Plan
 from shared.metrics.records import RequestRecord
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 pytestmark = pytest.mark.slow  # whole simulator runs (~1 s each)
 

@@ -9,8 +9,8 @@ import pytest
 from shared.metrics.summary import PolicySummary, summarize
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 
 @cache

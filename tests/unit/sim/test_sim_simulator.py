@@ -11,10 +11,10 @@ import pytest
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.domain.engine import EngineConfig
 from shared.metrics.summary import summarize
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim import simulator as simulator_module
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic", "prefix-only"]
 # `qlm` gives HiGHS a wall-clock time limit, so which incumbent it returns (and the run) can
@@ -44,6 +44,9 @@ BATCHING_STACKS = [
     "scls-continuous",
     "slo-odbs-continuous",
     "fifo-batching-continuous",
+    "scls-live",
+    "slo-odbs-live",
+    "fifo-batching-live",
 ]
 SLOMESH_STACKS = [
     "slomesh",
@@ -60,6 +63,7 @@ SLOMESH_STACKS = [
     "slomesh-no-bands",
     "slomesh-queued-tight",
     "slomesh-evict-blind",
+    "slomesh-swap",
 ]
 
 

@@ -19,8 +19,8 @@ from shared.metrics.records import RunResult
 from shared.metrics.summary import PolicySummary, summarize
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 STACKS_UNDER_TEST = [
     "scorpio",

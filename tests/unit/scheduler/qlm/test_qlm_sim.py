@@ -8,7 +8,7 @@ import pytest
 from services.scheduler.core.qlm.policy import QLMPolicy
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.bench.stacks.registry import STACKS
+from slomesh.stacks import STACKS
 from slomesh.sim.simulator import Simulator
 
 pytestmark = pytest.mark.slow  # whole simulator scenario runs

@@ -1,11 +1,10 @@
-"""A serving stack: a whole-system preset, as data.
+"""A serving stack resolved for running: what the simulator and the live mesh read.
 
-A stack names the scheduler's global policy and its options (services/scheduler/core/policies.py),
-the engines' queue order, batching mode, preemption mode and SCORPIO guards, and the length
-predictor that policies planning on output lengths use. Variants and ablations are the same stack
-with overrides (`qlm` with `{"lso": {"pull": false}}`), never new classes. The simulator, the bench
-and `slomesh up --policy` read stacks; the live scheduler receives only its part (policy name and
-options), the replicas theirs (queue order, SCORPIO).
+A stack file (stack files: `files.py`; stages: `stages.py`) names one plugin per stage; `compose.py`
+resolves those choices into this form: the scheduler's global policy and its options, the
+engines' queue order, batching mode, preemption mode and SCORPIO guards, and the length predictor
+of policies that plan on output lengths. The stage choices themselves stay in `stages`, so the
+live mesh can refuse a stage it cannot run by its field name (`live.py`).
 """
 
 from __future__ import annotations
@@ -32,19 +31,30 @@ def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[st
     return out
 
 
-class StackConfig(BaseModel):
-    """One named serving stack (see the module docstring)."""
+class StageChoice(BaseModel):
+    """One stage of a stack file: the plugin that fills it and that plugin's parameters."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    plugin: str
+    """A name from the stage's registry (stages.py)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The plugin's parameters (each plugin validates its own; unknown keys fail)."""
+
+
+class StackConfig(BaseModel):
+    """One named serving stack, resolved (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: str
-    """Registry name (`slomesh bench --policies NAME`)."""
+    """Stack name (`slomesh bench --stacks NAME`, `slomesh up --stack NAME`)."""
     description: str
-    """One line: what the stack is and which paper it follows."""
+    """One line: what the stack is and which paper or product it follows."""
     policy: str
     """The scheduler's global policy, a name from services/scheduler/core/policies.py."""
     policy_options: dict[str, Any] = Field(default_factory=dict)
-    """Options of that policy (a QLMConfig or BatchingConfig mapping; empty for routers)."""
+    """Options of that policy (a router's parameters, a QLMConfig or a BatchingConfig mapping)."""
     queue_policy: str = "fcfs"
     """Engine waiting-queue order (services/replica/core/queue_policies)."""
     engine_mode: Literal["continuous", "static"] = "continuous"
@@ -55,6 +65,8 @@ class StackConfig(BaseModel):
     """SCORPIO's engine guards (TTFT guard, VBS admission, credit batching); None: off."""
     length_predictor: str = "online-histogram"
     """The predictor (services/predictor registry) behind policies that plan on output lengths."""
+    stages: dict[str, StageChoice] = Field(default_factory=dict)
+    """The stack file's stage choices this config was resolved from (stage -> plugin)."""
 
     def model_post_init(self, __context: Any) -> None:
         GLOBAL_POLICIES.check(self.policy)
@@ -65,22 +77,17 @@ class StackConfig(BaseModel):
         a simulated run is a pure function of its config and seed (the live scheduler keeps the
         wall-clock limit: it gets only `policy` and `policy_options`)."""
         predictor = None
-        if self.policy in ("qlm", "batching") and self.policy_options.get("lengths") != "true":
+        if self.policy in ("qlm", "batching") and self.policy_options.get("lengths") not in (
+            "true",
+            "hints",
+        ):
             predictor = create_predictor(self.length_predictor)
         options = self.policy_options
         if simulated and self.policy == "qlm":
             options = deep_merge(options, {"solver": {"budget": "work"}})
         return create_global_policy(self.policy, options, predictor)
 
-    def variant(self, name: str, description: str, **overrides: Any) -> StackConfig:
-        """This stack renamed, with fields replaced; `policy_options` and `scorpio` merge."""
-        data = self.model_dump()
-        for key, value in overrides.items():
-            if key in ("policy_options", "scorpio") and isinstance(value, Mapping):
-                value = deep_merge(data.get(key) or {}, value)
-            data[key] = value
-        return StackConfig.model_validate(data | {"name": name, "description": description})
-
     def with_policy_options(self, overrides: Mapping[str, Any]) -> StackConfig:
-        """The same stack with extra policy options (e.g. {"grouping": {"delta": 8}})."""
-        return self.variant(self.name, self.description, policy_options=dict(overrides))
+        """The same stack with extra policy options merged in (e.g. {"grouping": {"delta": 8}})."""
+        merged = deep_merge(self.policy_options, overrides)
+        return self.model_copy(update={"policy_options": merged})

@@ -1,0 +1,366 @@
+"""The stages of a serving stack and their plugins: one registry per stage, one factory shape.
+
+Every plugin is built by `create_plugin(stage, name, params)`: the stage's registry looks the name
+up and the factory validates `params` (unknown keys fail naming them). A plugin resolves to a
+`Fragment` of the running configuration for the scheduler family the stack uses:
+
+- `router`: every request is placed at arrival by a router (orderer `none`, engine batch former);
+- `qlm`: QLM's virtual queues hold requests centrally (orderer `qlm`);
+- `batching`: a central pool is cut into batches (a cluster batch former such as `scls-dp`).
+
+A plugin that does not apply to the stack's family fails naming its stage. Which plugins exist,
+what each does and the equation of each: slomesh/stacks/README.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.predictor.core.registry import PREDICTORS
+from services.replica.core.queue_policies import QUEUE_POLICIES
+from services.scheduler.core.batching.registry import BATCH_FORMERS
+from services.scheduler.core.routers import ROUTERS
+from shared.policy import Registry
+
+STAGES: tuple[str, ...] = (
+    "admitter",
+    "orderer",
+    "placer",
+    "evictor",
+    "shedder",
+    "batch_former",
+    "engine_queue",
+    "engine_mode",
+    "preemption",
+    "length_source",
+)
+"""Every stage a stack file names, in the order a request meets them."""
+
+FAMILIES = ("router", "qlm", "batching")
+
+
+class StageError(ValueError):
+    """A stage's plugin or parameters do not fit (the message names `stages.<stage>`)."""
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """What one plugin contributes to the resolved stack (config.StackConfig)."""
+
+    policy: str | None = None
+    """The global policy this plugin selects (a router placer, orderer `qlm`, a batch former)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Merged into the global policy's options."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """StackConfig engine fields (queue_policy, engine_mode, preemption_mode, length_predictor)."""
+    scorpio: Mapping[str, Any] = field(default_factory=dict)
+    """Merged into the engines' ScorpioConfig (the guards are off unless a plugin sets them)."""
+
+
+Resolver = Callable[[str], Fragment]
+"""family -> the plugin's fragment in a stack of that family."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One stage's plugin with its parameters, ready to resolve for a family."""
+
+    stage: str
+    name: str
+    params: Mapping[str, Any]
+    by_family: Mapping[str, Resolver]
+
+    def fragment(self, family: str) -> Fragment:
+        resolve = self.by_family.get(family)
+        if resolve is None:
+            raise StageError(
+                f"stages.{self.stage}: plugin '{self.name}' does not apply to a {family} stack "
+                f"(it applies to: {', '.join(self.by_family)})"
+            )
+        return resolve(family)
+
+
+Factory = Callable[[str, Mapping[str, Any]], Plugin]
+
+
+def _allow(stage: str, name: str, params: Mapping[str, Any], allowed: dict[str, Any]) -> None:
+    """Fail on a parameter outside `allowed` (a key -> None, or key -> nested allowed keys)."""
+    for key, value in params.items():
+        if key not in allowed:
+            raise StageError(
+                f"stages.{stage}.params.{key}: not a parameter of plugin '{name}' "
+                f"(valid: {', '.join(sorted(allowed)) or 'none'})"
+            )
+        sub = allowed[key]
+        if sub is not None:
+            if not isinstance(value, Mapping):
+                raise StageError(f"stages.{stage}.params.{key}: must be a mapping")
+            _allow(stage, f"{name}.{key}", value, sub)
+
+
+def _no_params(stage: str, name: str, params: Mapping[str, Any]) -> None:
+    _allow(stage, name, params, {})
+
+
+def _fixed(stage: str, by_family: Callable[[str], Mapping[str, Resolver]]) -> Factory:
+    """A plugin without parameters."""
+
+    def make(name: str, params: Mapping[str, Any]) -> Plugin:
+        _no_params(stage, name, params)
+        return Plugin(stage, name, dict(params), by_family(name))
+
+    return make
+
+
+def _every(fragment: Fragment) -> dict[str, Resolver]:
+    def resolve(_family: str) -> Fragment:
+        return fragment
+
+    return dict.fromkeys(FAMILIES, resolve)
+
+
+# ---- admitter -------------------------------------------------------------------------------
+def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("admitter", name, params, {"margin_s": None})
+    frag = Fragment(scorpio={"ttft_guard": True, "ttft_margin_s": params.get("margin_s", 0.0)})
+    return Plugin("admitter", name, dict(params), _every(frag))
+
+
+# ---- orderer --------------------------------------------------------------------------------
+QLM_ORDERER_KEYS: dict[str, Any] = {
+    "grouping": None,
+    "solver": None,
+    "lso": {"pull": None, "swap": None},
+    "slo_percentile": None,
+    "pull_window_requests": None,
+    "check_interval_s": None,
+    "replan_min_interval_s": None,
+    "rebalance_fraction": None,
+    "reject_over_slo_factor": None,
+    "fallback_output_tokens_s": None,
+    "rwt_snapshot_s": None,
+    "rwt_error": None,
+    "tenancy": {"bands": None, "fairness": None, "vtc": None, "expire_late": None},
+    "tight": None,
+}
+"""QLMConfig keys the `qlm` orderer owns; eviction, shedding, placement and lengths are their
+own stages' parameters."""
+
+
+def _qlm_orderer(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("orderer", name, params, QLM_ORDERER_KEYS)
+    frag = Fragment(policy="qlm", options=dict(params))
+    return Plugin("orderer", name, dict(params), {"qlm": lambda _f: frag})
+
+
+# ---- placer ---------------------------------------------------------------------------------
+def _router_placer(name: str, params: Mapping[str, Any]) -> Plugin:
+    """A router placer; round-robin and least-loaded also place batches, round-robin QLM groups."""
+    ROUTERS.check(name)
+    by: dict[str, Resolver] = {"router": lambda _f: Fragment(policy=name, options=dict(params))}
+    if name in ("round-robin", "least-loaded"):
+        _no_params("placer", name, params)
+        by["batching"] = lambda _f: Fragment(options={"placer": name})
+    if name == "round-robin":  # groups pinned round-robin, never rebalanced
+        by["qlm"] = lambda _f: Fragment(options={"lso": {"balance": False}})
+    return Plugin("placer", name, dict(params), by)
+
+
+def _max_min(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("placer", name, params)
+    return Plugin("placer", name, {}, {"batching": lambda _f: Fragment(options={"placer": name})})
+
+
+def _rwt_backlog(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("placer", name, params)
+    frag = Fragment(options={"lso": {"balance": True}})
+    return Plugin("placer", name, {}, {"qlm": lambda _f: frag})
+
+
+PREFIX_KEYS = dict.fromkeys(
+    [
+        "benefit_weight",
+        "slack_fraction",
+        "min_saved_s",
+        "block_size_tokens",
+        "fallback_prefill_tokens_s",
+        "fallback_kv_capacity_tokens",
+    ]
+)
+
+
+def _rwt_prefix(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("placer", name, params, PREFIX_KEYS)
+    frag = Fragment(options={"lso": {"balance": True}, "prefix": {"enabled": True, **params}})
+    return Plugin("placer", name, dict(params), {"qlm": lambda _f: frag})
+
+
+# ---- evictor --------------------------------------------------------------------------------
+def _no_evictor(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("evictor", name, params)
+    by = _every(Fragment())
+    by["qlm"] = lambda _f: Fragment(options={"lso": {"evict": False}})
+    return Plugin("evictor", name, {}, by)
+
+
+def _qlm_evictor(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("evictor", name, params, {"weigh_cost": None, "cost_factor": None})
+    frag = Fragment(options={"lso": {"evict": True}, "eviction": dict(params)})
+    return Plugin("evictor", name, dict(params), {"qlm": lambda _f: frag})
+
+
+# ---- shedder --------------------------------------------------------------------------------
+def _no_shedder(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("shedder", name, params)
+    by = _every(Fragment())
+    by["qlm"] = lambda _f: Fragment(options={"tenancy": {"shed": False}})
+    return Plugin("shedder", name, {}, by)
+
+
+def _sheddable(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("shedder", name, params, {"shed_backlog_factor": None})
+    frag = Fragment(options={"tenancy": {"shed": True, **params}})
+    return Plugin("shedder", name, dict(params), {"qlm": lambda _f: frag})
+
+
+# ---- batch former ---------------------------------------------------------------------------
+SCORPIO_KEYS = dict.fromkeys(
+    [
+        "credit_batching",
+        "vbs_admission",
+        "tpot_safety_factor",
+        "tpot_slo_margin",
+        "default_tpot_s",
+        "credit_epsilon",
+        "prefill_interference",
+        "prior_output_tokens",
+        "prior_input_tokens",
+    ]
+)
+BATCHING_KEYS = dict.fromkeys(
+    [
+        "slice_iterations",
+        "interval_lambda",
+        "min_interval_s",
+        "memory_fraction",
+        "max_batch_size",
+        "fifo_batch_size",
+        "max_padding_waste",
+        "odbs_lost_last",
+        "odbs_slack_limit",
+        "reform_on_slice_end",
+    ]
+)
+ENGINE_FAMILIES = ("router", "qlm")
+
+
+def _vllm_former(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("batch_former", name, params)
+    frag = Fragment(scorpio={"credit_batching": False, "vbs_admission": False})
+    return Plugin("batch_former", name, {}, {f: (lambda _f: frag) for f in ENGINE_FAMILIES})
+
+
+def _scorpio_former(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("batch_former", name, params, SCORPIO_KEYS)
+    frag = Fragment(scorpio={"credit_batching": True, "vbs_admission": True, **params})
+    return Plugin(
+        "batch_former", name, dict(params), {f: (lambda _f: frag) for f in ENGINE_FAMILIES}
+    )
+
+
+def _cluster_former(name: str, params: Mapping[str, Any]) -> Plugin:
+    _allow("batch_former", name, params, BATCHING_KEYS)
+    frag = Fragment(policy="batching", options={"former": name, **params})
+    return Plugin("batch_former", name, dict(params), {"batching": lambda _f: frag})
+
+
+CLUSTER_FORMERS = tuple(BATCH_FORMERS.names())
+"""Batch formers that make a stack a `batching` stack (a central pool cut into batches)."""
+
+
+# ---- engine stages and the length source ----------------------------------------------------
+def _engine_field(stage: str, key: str) -> Factory:
+    return _fixed(stage, lambda name: _every(Fragment(fields={key: name})))
+
+
+def _predictor(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("length_source", name, params)
+    return Plugin("length_source", name, {}, _every(Fragment(fields={"length_predictor": name})))
+
+
+def _oracle_lengths(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("length_source", name, params)
+    by = _every(Fragment())
+    for fam in ("qlm", "batching"):
+        by[fam] = lambda _f: Fragment(options={"lengths": "true"})
+    return Plugin("length_source", name, {}, by)
+
+
+def _hint_lengths(name: str, params: Mapping[str, Any]) -> Plugin:
+    _no_params("length_source", name, params)
+    frag = Fragment(options={"lengths": "hints"})
+    return Plugin("length_source", name, {}, {"batching": lambda _f: frag})
+
+
+def _none(stage: str) -> Factory:
+    return _fixed(stage, lambda _name: _every(Fragment()))
+
+
+def _registries() -> dict[str, Registry[Plugin]]:
+    regs: dict[str, dict[str, Factory]] = {
+        "admitter": {"none": _none("admitter"), "ttft-guard": _ttft_guard},
+        "orderer": {"none": _none("orderer"), "qlm": _qlm_orderer},
+        "placer": {
+            **{n: _router_placer for n in ROUTERS.names()},
+            "max-min": _max_min,
+            "rwt-backlog": _rwt_backlog,
+            "rwt-prefix": _rwt_prefix,
+        },
+        "evictor": {"none": _no_evictor, "qlm": _qlm_evictor},
+        "shedder": {"none": _no_shedder, "sheddable": _sheddable},
+        "batch_former": {
+            "vllm": _vllm_former,
+            "scorpio": _scorpio_former,
+            **{n: _cluster_former for n in CLUSTER_FORMERS},
+        },
+        "engine_queue": {
+            n: _engine_field("engine_queue", "queue_policy") for n in QUEUE_POLICIES.names()
+        },
+        "engine_mode": {
+            n: _engine_field("engine_mode", "engine_mode") for n in ("continuous", "static")
+        },
+        "preemption": {
+            n: _engine_field("preemption", "preemption_mode") for n in ("recompute", "swap", "auto")
+        },
+        "length_source": {
+            **{n: _predictor for n in PREDICTORS.names()},
+            "oracle": _oracle_lengths,
+            "hints": _hint_lengths,
+        },
+    }
+    # each factory takes (name, params): the registry passes the name through
+    return {
+        stage: Registry(
+            f"{stage} plugin",
+            {n: (lambda params, _n=n, _f=f: _f(_n, params)) for n, f in factories.items()},
+        )
+        for stage, factories in regs.items()
+    }
+
+
+REGISTRIES: dict[str, Registry[Plugin]] = _registries()
+"""stage -> its plugin registry; every entry is called as factory(params) for one name."""
+
+
+def create_plugin(stage: str, name: str, params: Mapping[str, Any] | None = None) -> Plugin:
+    """The plugin `name` of `stage` built with `params` (StageError names the stage and key)."""
+    if stage not in REGISTRIES:
+        raise StageError(f"stages.{stage}: not a stage (valid: {', '.join(STAGES)})")
+    try:
+        return REGISTRIES[stage].create(name, dict(params or {}))
+    except StageError:
+        raise
+    except ValueError as err:
+        raise StageError(f"stages.{stage}.plugin: {err}") from None
