@@ -17,6 +17,7 @@ from slomesh.cli import (
     bench_solver,
     engine_check,
     fidelity,
+    gpu_config,
     plan,
     predictor,
     profile,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile_forward.add_parser(sub)
     profile.add_parser(sub)
     plan.add_parser(sub)
+    gpu_config.add_parser(sub)
     predictor.add_parser(sub)
     fidelity.add_parser(sub)
     return parser
