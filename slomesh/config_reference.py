@@ -73,7 +73,7 @@ PAGES = (
     Page("bench", "Simulator and bench",
          "Scenarios, workloads, clusters and serving stacks of `slomesh bench` and its "
          "relatives.",
-         ("slomesh.bench.scenarios.spec:ScenarioSpec", "slomesh.bench.stacks.base:StackConfig",
+         ("slomesh.bench.scenarios.spec:ScenarioSpec", "slomesh.stacks.config:StackConfig",
           "slomesh.sim.cluster:ClusterSpec", "shared.workloads.spec:WorkloadSpec",
           "slomesh.bench.capacity:CapacitySettings",
           "slomesh.bench.agree.workload:AgreeWorkloadSpec",
