@@ -120,8 +120,10 @@ _BATCH_ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "Invalid request: the message names the field (or the file's line) and the rule"),
         (401, "Missing or invalid API key (only when keys are configured)"),
         (404, "No file or batch with that id for this key's tenant"),
-        (409, "The batch is final and can no longer be cancelled"),
-        (413, "Upload over batch.max_file_bytes"),
+        (408, "The body stalled (upload_idle_timeout_s) or was too slow (upload_deadline_s)"),
+        (409, "The batch is final (cancel), or the file is an open batch's input (delete)"),
+        (413, "Body over batch.max_file_bytes or batch.max_create_body_bytes (reading stopped)"),
+        (429, "A per-tenant cap (files, stored bytes, open batches), or too many uploads at once"),
         (500, "Unexpected server fault"),
     )
 }
@@ -182,6 +184,11 @@ class IngressDeployment:
     @app.get("/v1/files/{file_id}", responses=_BATCH_ERRORS)
     async def retrieve_file(self, request: HTTPRequest, file_id: FileId) -> Response:
         return await self._batch_call(self.batches.get_file, request, file_id)
+
+    @app.delete("/v1/files/{file_id}", responses=_BATCH_ERRORS)
+    async def delete_file(self, request: HTTPRequest, file_id: FileId) -> Response:
+        """Delete a file (refused with 409 while a batch that is not final reads it)."""
+        return await self._batch_call(self.batches.delete_file, request, file_id)
 
     @app.get("/v1/files/{file_id}/content", responses=_BATCH_ERRORS)
     async def file_content(self, request: HTTPRequest, file_id: FileId) -> Response:

@@ -1,24 +1,29 @@
-"""The OpenAI Batch API's input format, config and object shapes (pure).
+"""The OpenAI Batch API's input format and object shapes (pure).
 
-- `BatchConfig`: the ingress's `batch` args (storage directory, limits, runner knobs).
-- `parse_batch_file`: a JSONL upload with purpose "batch" to its request lines; every rule
-  broken is a 400 naming the line (1-based) and the field: a JSON object per line, `custom_id`
-  a non-empty string unique in the file, `method` "POST", `url` /v1/chat/completions or
-  /v1/completions, `body` a valid completion request of that endpoint (streaming is refused:
-  a batch request's result is one JSON response).
+- `LineChecker`: a JSONL input file with purpose "batch", fed in pieces as it arrives, to its
+  request lines; every rule broken is a 400 naming the line (1-based) and the field: UTF-8, a
+  JSON object per line of at most `max_line_bytes`, `custom_id` a non-empty string unique in
+  the file, `method` "POST", `url` /v1/chat/completions or /v1/completions, `body` a valid
+  completion request of that endpoint (streaming is refused: a batch request's result is one
+  JSON response); at most `max_requests_per_batch` lines. It holds one partial line and a
+  16-byte digest per custom_id, never the file. `parse_batch_file` is it over whole bytes,
+  `read_input_file` over a stored file read in pieces.
 - `parse_window`: a completion window such as "24h", "90m" or "600s" to seconds.
-- `file_object` / `batch_object`: OpenAI's `file` and `batch` objects.
+- `file_object` / `deleted_file_object` / `batch_object`: OpenAI's object shapes.
+
+`BatchConfig` (core/batch_config.py) is re-exported here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from services.ingress.core.batch_config import BatchConfig
 from services.ingress.core.errors import APIError, bad_request
 from services.ingress.core.openai_schema import (
     ChatCompletionRequest,
@@ -26,58 +31,26 @@ from services.ingress.core.openai_schema import (
     validate_body,
 )
 
+__all__ = [
+    "ENDPOINTS",
+    "BatchConfig",
+    "BatchLine",
+    "EndpointMismatch",
+    "LineChecker",
+    "batch_object",
+    "deleted_file_object",
+    "file_object",
+    "parse_batch_file",
+    "parse_window",
+    "read_input_file",
+]
+
 ENDPOINTS: dict[str, type[CompletionRequest] | type[ChatCompletionRequest]] = {
     "/v1/chat/completions": ChatCompletionRequest,
     "/v1/completions": CompletionRequest,
 }
 _WINDOW = re.compile(r"^([1-9][0-9]{0,6})([smh])$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-class BatchConfig(BaseModel):
-    """The Batch API's storage and execution (the ingress's `batch` args)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    storage_dir: str = "~/.cache/slomesh/batches"
-    """Directory of the SQLite store (`batches.sqlite3`): files, batches, the request journal
-    and the run leases. Every ingress replica must see the same directory (local disk of one
-    machine; SQLite locking is not safe on network file systems)."""
-    max_file_bytes: int = Field(200 * 1024 * 1024, ge=1)
-    """Largest upload, bytes (OpenAI's limit: 200 MB)."""
-    max_requests_per_batch: int = Field(50_000, ge=1)
-    """Most request lines in one batch input file (OpenAI's limit: 50,000)."""
-    min_window_s: float = Field(60.0, gt=0)
-    """Shortest completion_window accepted, seconds."""
-    max_window_s: float = Field(86_400.0, gt=0)
-    """Longest completion_window accepted, seconds (OpenAI accepts only "24h")."""
-    max_concurrent_requests: int = Field(8, ge=1)
-    """Batch requests one ingress replica keeps in admission or in flight at once (the cap of
-    its additive-increase / multiplicative-decrease window, which halves on each 429)."""
-    priority: int = 1000
-    """vLLM priority of batch requests (lower is served first): the lowest by default."""
-    criticality: int = -1
-    """Band of batch requests (gateway convention: 1 critical, 0 standard, -1 sheddable): the
-    scheduler serves higher bands first and sheds sheddable requests first when saturated
-    (a shed batch request is retried later, not failed)."""
-    lease_ttl_s: float = Field(30.0, gt=0)
-    """A batch's run lease lasts this long unless renewed; a replica that dies holding it is
-    replaced by another after at most this long."""
-    poll_interval_s: float = Field(1.0, gt=0)
-    """How often an idle runner looks for batches to run, seconds."""
-    retry_min_s: float = Field(1.0, gt=0)
-    """First wait before a request answered 429/503 is sent again, seconds (doubles per retry
-    of that request, at least the answer's Retry-After)."""
-    retry_max_s: float = Field(30.0, gt=0)
-    """Longest wait between retries of one request, seconds."""
-    early_fail_min_done: int = Field(20, ge=1)
-    """Requests that must have finished before the progress rate may fail a batch early."""
-    early_fail_min_elapsed_fraction: float = Field(0.1, ge=0, le=1)
-    """Fraction of the window that must have elapsed before the progress rate may fail a
-    batch early (the rate of the first minutes is mostly start-up)."""
-    early_fail_slack: float = Field(1.5, ge=1)
-    """A batch fails early when its remaining requests at the measured rate need more than
-    this many times the time left in its window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +85,14 @@ def _line_error(line: int, err: APIError) -> APIError:
     return APIError(400, f"line {line}: {err.message}", err.type, param, "invalid_batch_line")
 
 
-def _check_line(line: int, data: Any, seen: set[str]) -> BatchLine:
+def _check_line(line: int, data: Any, seen: set[bytes]) -> BatchLine:
     if not isinstance(data, dict):
         raise bad_request(None, "must be a JSON object")
     custom_id = data.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id or len(custom_id) > 512:
         raise bad_request("custom_id", "must be a non-empty string of at most 512 characters")
-    if custom_id in seen:
+    digest = hashlib.blake2b(custom_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    if digest in seen:
         raise bad_request("custom_id", f"'{custom_id}' is not unique in the file")
     if data.get("method") != "POST":
         raise bad_request("method", f"must be 'POST', got {data.get('method')!r}")
@@ -131,38 +105,132 @@ def _check_line(line: int, data: Any, seen: set[str]) -> BatchLine:
     parsed = validate_body(body, ENDPOINTS[url])
     if parsed.stream:
         raise bad_request("body.stream", "must be false: a batch request has one JSON result")
-    seen.add(custom_id)
+    seen.add(digest)
     return BatchLine(line, custom_id, url, body)
 
 
-def parse_batch_file(content: bytes, config: BatchConfig) -> list[BatchLine]:
-    """The request lines of a JSONL batch input file (blank lines skipped); APIError 400 naming
-    the first bad line and field."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as err:
-        rule = f"must be UTF-8 JSONL: {err.reason} at byte {err.start}"
-        raise bad_request("file", rule) from None
-    out: list[BatchLine] = []
-    seen: set[str] = set()
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        if len(out) >= config.max_requests_per_batch:
+class LineChecker:
+    """Validates a JSONL batch input file fed in pieces (`feed`, then `finish`), yielding its
+    request lines as they complete (blank lines skipped); APIError 400 naming the first bad
+    line and field. Lines end with "\n" (a "\r" before it is dropped)."""
+
+    def __init__(self, config: BatchConfig) -> None:
+        self.config = config
+        self.lines = 0
+        """Request lines so far."""
+        self._number = 0
+        self._partial = bytearray()
+        self._seen: set[bytes] = set()
+
+    def feed(self, data: bytes) -> Iterator[BatchLine]:
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            if self._partial:
+                self._partial += data[start:end]
+                raw, self._partial = bytes(self._partial), bytearray()
+            else:
+                raw = data[start:end]
+            start = end + 1
+            self._too_long(len(raw))
+            line = self._line(raw)
+            if line is not None:
+                yield line
+        self._partial += data[start:]
+        self._too_long(len(self._partial))
+
+    def finish(self) -> Iterator[BatchLine]:
+        if self._partial:
+            raw, self._partial = bytes(self._partial), bytearray()
+            line = self._line(raw)
+            if line is not None:
+                yield line
+        if not self.lines:
+            raise bad_request("file", "holds no request lines")
+
+    def _too_long(self, size: int) -> None:
+        if size > self.config.max_line_bytes:
             raise bad_request(
-                "file", f"holds more than {config.max_requests_per_batch} requests (the limit)"
+                f"line {self._number + 1}",
+                f"is longer than {self.config.max_line_bytes} bytes (batch.max_line_bytes)",
+            )
+
+    def _line(self, raw: bytes) -> BatchLine | None:
+        self._number += 1
+        number = self._number
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            rule = f"must be UTF-8 JSONL: {err.reason} at byte {err.start} of the line"
+            raise bad_request(f"line {number}", rule) from None
+        if not text.strip():
+            return None
+        if self.lines >= self.config.max_requests_per_batch:
+            raise bad_request(
+                "file",
+                f"holds more than {self.config.max_requests_per_batch} requests "
+                "(batch.max_requests_per_batch)",
             )
         try:
-            data = json.loads(raw)
+            data = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as err:
             raise bad_request(f"line {number}", f"is not valid JSON: {err}") from None
         try:
-            out.append(_check_line(number, data, seen))
+            line = _check_line(number, data, self._seen)
         except APIError as err:
             raise _line_error(number, err) from None
-    if not out:
-        raise bad_request("file", "holds no request lines")
-    return out
+        self.lines += 1
+        return line
+
+
+def parse_batch_file(content: bytes, config: BatchConfig) -> list[BatchLine]:
+    """The request lines of a whole JSONL batch input file (`LineChecker` over one piece)."""
+    checker = LineChecker(config)
+    return [*checker.feed(content), *checker.finish()]
+
+
+_READ_BYTES = 1024 * 1024
+
+
+class EndpointMismatch(Exception):
+    """Lines whose url is not the batch's endpoint (up to 100 of them, as batch errors)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(errors)} lines target another endpoint")
+        self.errors = errors
+
+
+def read_input_file(path: str, config: BatchConfig, endpoint: str) -> Iterator[BatchLine]:
+    """The validated lines of the input file at `path`, read in pieces of 1 MiB; after the
+    last one, EndpointMismatch when some line's url is not `endpoint`."""
+    checker = LineChecker(config)
+    wrong: list[dict[str, Any]] = []
+
+    def keep(lines: Iterable[BatchLine]) -> Iterator[BatchLine]:
+        for x in lines:
+            if x.url != endpoint:
+                if len(wrong) < 100:
+                    wrong.append(
+                        {
+                            "code": "mismatched_endpoint",
+                            "message": f"url {x.url} does not match the batch endpoint {endpoint}",
+                            "param": "url",
+                            "line": x.line,
+                        }
+                    )
+                continue
+            yield x
+
+    with open(path, "rb") as f:
+        while piece := f.read(_READ_BYTES):
+            yield from keep(checker.feed(piece))
+    yield from keep(checker.finish())
+    if wrong:
+        raise EndpointMismatch(wrong)
 
 
 def file_object(row: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +243,7 @@ def file_object(row: dict[str, Any]) -> dict[str, Any]:
         "filename": row["filename"],
         "purpose": row["purpose"],
         "status": "processed",
-        "expires_at": None,
+        "expires_at": int(row["expires_at"]) if row.get("expires_at") else None,
         "status_details": None,
     }
 
@@ -190,6 +258,11 @@ _TIMES = (
     "cancelling_at",
     "cancelled_at",
 )
+
+
+def deleted_file_object(file_id: str) -> dict[str, Any]:
+    """OpenAI's answer to `DELETE /v1/files/{id}`."""
+    return {"id": file_id, "object": "file", "deleted": True}
 
 
 def batch_object(row: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:

@@ -13,9 +13,11 @@ task, renewing the lease while it runs. A batch's life:
    decrease (each 429/503 halves the window, each success grows it by 1/window, capped by
    `max_concurrent_requests`), so batch work backs off as soon as admission pushes back. A 429
    or 503 puts the row back, due after max(Retry-After, retry_min_s * 2^retries) capped by
-   retry_max_s: retried later, never failed. Other answers are final: 2xx to the output file,
-   anything else to the error file. The executor gets the batch's `expires_at` as the request's
-   end-to-end deadline.
+   retry_max_s: retried later, never failed. A server fault (another 5xx, such as a replica
+   lost mid-request, or an exception from the executor) is retried the same way until
+   `max_fault_attempts` attempts of that request faulted; then its last answer is final. Other
+   answers are final: 2xx to the output file, anything else to the error file. The executor
+   gets the batch's `expires_at` as the request's end-to-end deadline.
 3. **Early failure**: once `early_fail_min_done` requests finished in this run and
    `early_fail_min_elapsed_fraction` of the window elapsed, the remaining requests at the
    measured rate (done in this run / time since this run started) must fit in the time left
@@ -25,6 +27,10 @@ task, renewing the lease while it runs. A batch's life:
 4. **finalizing** -> `completed` when every row is done; `expired` at `expires_at`; `cancelled`
    after a cancel, once in-flight requests returned. Output and error files are written in the
    same transaction as the final status (`BatchStore.finalize`).
+
+Every store call runs on the runner's own thread (`StoreThread`, its own SQLite connection),
+never on the event loop; the input file is validated and journaled there in pieces. Every
+`sweep_interval_s` the runner also deletes expired files and batches (`BatchStore.sweep`).
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from services.ingress.core.batch_files import BatchConfig, parse_batch_file
+from services.ingress.core.batch_files import BatchConfig, EndpointMismatch, read_input_file
 from services.ingress.core.batch_store import FINAL, BatchStore, request_uid
+from services.ingress.core.batch_thread import StoreThread
 from services.ingress.core.errors import APIError
 
 log = logging.getLogger("slomesh.ingress.batch")
@@ -114,23 +121,45 @@ class BatchRunner:
         self.clock = clock
         self.sleep = sleep
         self.window = _Window(config.max_concurrent_requests)
+        self.db = StoreThread("batch-runner")
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._swept_s = float("-inf")
 
     async def run_forever(self) -> None:
         while True:
             try:
-                self.poll_once()
+                await self.poll_once()
+                await self.sweep_if_due()
             except Exception:
                 log.exception("batch runner poll failed")
             await self.sleep(self.config.poll_interval_s)
 
-    def poll_once(self) -> None:
+    async def sweep_if_due(self) -> dict[str, int] | None:
+        """Delete expired files and batches and upload leftovers, once per sweep_interval_s."""
+        now = self.clock()
+        if now - self._swept_s < self.config.sweep_interval_s:
+            return None
+        self._swept_s = now
+        cfg = self.config
+        # an upload's part file is written at least every upload_idle_timeout_s until it is
+        # moved in or cut off; an hour more is far past any upload or finalize still going on
+        orphan_age_s = max(cfg.upload_deadline_s, cfg.upload_idle_timeout_s) + 3600.0
+        gone = await self.db(self.store.sweep, now, cfg.batch_retention_s, orphan_age_s)
+        if any(gone.values()):
+            log.info("batch sweep deleted %s", gone)
+        return gone
+
+    async def poll_once(self) -> None:
         """Start a task for each active batch whose lease this runner gets."""
-        for batch_id in self.store.active_batch_ids():
+        for batch_id in await self.db(self.store.active_batch_ids):
             if batch_id in self._running:
                 continue
-            if self.store.acquire_lease(
-                batch_id, self.owner, self.clock(), self.config.lease_ttl_s
+            if await self.db(
+                self.store.acquire_lease,
+                batch_id,
+                self.owner,
+                self.clock(),
+                self.config.lease_ttl_s,
             ):
                 task = asyncio.get_running_loop().create_task(self.run_batch(batch_id))
                 self._running[batch_id] = task
@@ -151,46 +180,42 @@ class BatchRunner:
     async def run_batch(self, batch_id: str) -> None:
         """Run one batch (taking its lease, or keeping it) until it is final or the lease is
         lost."""
-        if not self.store.acquire_lease(
-            batch_id, self.owner, self.clock(), self.config.lease_ttl_s
+        if not await self.db(
+            self.store.acquire_lease, batch_id, self.owner, self.clock(), self.config.lease_ttl_s
         ):
             return
         try:
             await self._run(batch_id)
         finally:
-            self.store.release_lease(batch_id, self.owner)
+            await self.db(self.store.release_lease, batch_id, self.owner)
 
     def _validate(self, batch: dict[str, Any]) -> bool:
+        """(On the store's thread.) Journal the input file's lines and start the batch, or fail
+        it with the errors (the file gone, a bad line, lines for another endpoint)."""
         batch_id = batch["id"]
-        content = self.store.file_content(batch["input_file_id"]) or b""
+        path = self.store.file_path(batch["input_file_id"])
+        error: dict[str, Any]
         try:
-            lines = parse_batch_file(content, self.config)
+            lines = read_input_file(str(path), self.config, batch["endpoint"])
+            return self.store.start_batch(batch_id, lines, self.clock())
         except APIError as err:
             error = {"code": "invalid_request", "message": err.message, "param": err.param}
-            self.store.fail_validation(batch_id, [error | {"line": None}], self.clock())
-            return False
-        wrong = [x for x in lines if x.url != batch["endpoint"]]
-        if wrong:
-            errors = [
-                {
-                    "code": "mismatched_endpoint",
-                    "message": f"url {x.url} does not match the batch endpoint {batch['endpoint']}",
-                    "param": "url",
-                    "line": x.line,
-                }
-                for x in wrong[:100]
-            ]
-            self.store.fail_validation(batch_id, errors, self.clock())
-            return False
-        return self.store.start_batch(batch_id, lines, self.clock())
+            errors = [error | {"line": None}]
+        except FileNotFoundError:
+            message = f"input file {batch['input_file_id']} was deleted"
+            errors = [{"code": "invalid_request", "message": message, "line": None}]
+        except EndpointMismatch as err:
+            errors = err.errors
+        self.store.fail_validation(batch_id, errors, self.clock())
+        return False
 
     async def _run(self, batch_id: str) -> None:
-        batch = self.store.get_batch(batch_id)
+        batch = await self.db(self.store.get_batch, batch_id)
         if batch is None or batch["status"] in FINAL:
             return
-        if batch["status"] == "validating" and not self._validate(batch):
+        if batch["status"] == "validating" and not await self.db(self._validate, batch):
             return
-        resumed = self.store.resume(batch_id)
+        resumed = await self.db(self.store.resume, batch_id)
         if resumed:
             log.info("batch %s: %d requests a dead runner left started resumed", batch_id, resumed)
         started_s = self.clock()
@@ -199,28 +224,37 @@ class BatchRunner:
         renewed_s = started_s
         try:
             while True:
-                batch = self.store.get_batch(batch_id)
+                batch = await self.db(self.store.get_batch, batch_id)
                 now = self.clock()
                 if batch is None or batch["status"] in FINAL:
                     return
                 if now - renewed_s >= self.config.lease_ttl_s / 3:
-                    if not self.store.renew_lease(
-                        batch_id, self.owner, now, self.config.lease_ttl_s
+                    if not await self.db(
+                        self.store.renew_lease, batch_id, self.owner, now, self.config.lease_ttl_s
                     ):
                         log.warning("batch %s: lease lost; another replica runs it", batch_id)
                         return
                     renewed_s = now
                 if now >= batch["expires_at"]:
-                    self.store.finalize(batch_id, "expired", now, _unrun("batch_expired"))
+                    await self.db(
+                        self.store.finalize, batch_id, "expired", now, _unrun("batch_expired")
+                    )
                     return
                 if batch["status"] == "cancelling":
                     if not in_flight:
-                        self.store.finalize(batch_id, "cancelled", now, _unrun("batch_cancelled"))
+                        await self.db(
+                            self.store.finalize,
+                            batch_id,
+                            "cancelled",
+                            now,
+                            _unrun("batch_cancelled"),
+                        )
                         return
                 else:
-                    reason = self._too_slow(batch, started_s, done_in_run, now)
+                    reason = await self._too_slow(batch, started_s, done_in_run, now)
                     if reason is not None:
-                        self.store.finalize(
+                        await self.db(
+                            self.store.finalize,
                             batch_id,
                             "failed",
                             now,
@@ -228,7 +262,8 @@ class BatchRunner:
                             [{"code": "window_exceeded", "message": reason, "line": None}],
                         )
                         return
-                    for row in self.store.claim(batch_id, self.window.free(), now):
+                    claimed = await self.db(self.store.claim, batch_id, self.window.free(), now)
+                    for row in claimed:
                         request = BatchRequest(
                             batch_id,
                             row["custom_id"],
@@ -241,12 +276,12 @@ class BatchRunner:
                         )
                         self.window.in_flight += 1
                         task = asyncio.get_running_loop().create_task(
-                            self._one(request, row["retries"])
+                            self._one(request, row["retries"], row["faults"])
                         )
                         in_flight[task] = row["custom_id"]
-                    if not in_flight and self.store.pending_count(batch_id) == 0:
-                        self.store.set_finalizing(batch_id, now)
-                        self.store.finalize(batch_id, "completed", self.clock())
+                    if not in_flight and await self.db(self.store.pending_count, batch_id) == 0:
+                        await self.db(self.store.set_finalizing, batch_id, now)
+                        await self.db(self.store.finalize, batch_id, "completed", self.clock())
                         return
                 if in_flight:
                     done, _ = await asyncio.wait(
@@ -268,7 +303,7 @@ class BatchRunner:
                     await task
                 self.window.in_flight -= 1
 
-    async def _one(self, request: BatchRequest, retries: int) -> bool:
+    async def _one(self, request: BatchRequest, retries: int, faults: int) -> bool:
         """Execute one claimed request; True when its result was recorded (a finished
         request), False when it goes back to pending for a retry."""
         try:
@@ -289,11 +324,24 @@ class BatchRunner:
                 },
             )
         now = self.clock()
-        if result.status_code in RETRY_STATUSES:
+        fault = result.status_code >= 500 and result.status_code not in RETRY_STATUSES
+        if result.status_code in RETRY_STATUSES or (
+            fault and faults + 1 < self.config.max_fault_attempts
+        ):
             self.window.pushback()
             backoff = min(self.config.retry_max_s, self.config.retry_min_s * 2.0**retries)
             wait = max(backoff, result.retry_after_s or 0.0)
-            self.store.retry_later(request.batch_id, request.custom_id, now + wait)
+            if fault:
+                log.warning(
+                    "batch request %s/%s: server fault %d (attempt %d faulted), retried",
+                    request.batch_id,
+                    request.custom_id,
+                    result.status_code,
+                    faults + 1,
+                )
+            await self.db(
+                self.store.retry_later, request.batch_id, request.custom_id, now + wait, fault
+            )
             return False
         ok = 200 <= result.status_code < 300
         if ok:
@@ -309,9 +357,11 @@ class BatchRunner:
             "error": None,
         }
         outcome = "completed" if ok else "failed"
-        return self.store.finish(request.batch_id, request.custom_id, outcome, line, now)
+        return await self.db(
+            self.store.finish, request.batch_id, request.custom_id, outcome, line, now
+        )
 
-    def _too_slow(
+    async def _too_slow(
         self, batch: dict[str, Any], started_s: float, done_in_run: int, now: float
     ) -> str | None:
         """The reason a batch cannot finish in its window, judged from its progress rate in
@@ -324,7 +374,7 @@ class BatchRunner:
         if now - float(batch["created_at"]) < cfg.early_fail_min_elapsed_fraction * window_s:
             return None
         rate = done_in_run / elapsed
-        remaining = self.store.pending_count(batch["id"])
+        remaining = await self.db(self.store.pending_count, batch["id"])
         need_s = remaining / rate
         left_s = float(batch["expires_at"]) - now
         if need_s <= cfg.early_fail_slack * left_s:

@@ -1,26 +1,27 @@
-"""The Batch API's embedded store: one SQLite file (stdlib `sqlite3`, WAL) on local disk.
+"""The Batch API's embedded store: one SQLite file (stdlib `sqlite3`, WAL) and a directory of
+file contents, on local disk.
 
-Tables:
-- `files`: uploads and the output/error files the runner writes (content as a BLOB).
-- `batches`: one row per batch: status, timestamps, errors, output/error file ids.
-- `requests`: the journal, one row per request line, keyed by (batch_id, custom_id), the
-  request's idempotent id. `state` goes pending -> started (claimed by the lease holder) ->
-  done; `finish` writes the result line only while the row is `started` (UPDATE ... WHERE
-  state = 'started'), so a result is written exactly once. A row left `started` by a crash is
-  put back to pending by the next lease holder (`resume`) and runs again: its first attempt
-  never finished (the engine aborted it when the ingress's stream was cut).
-- `leases`: (batch_id, owner, expires_at): only the owner of an unexpired lease runs a batch,
-  so with several ingress replicas exactly one runs each batch; a dead owner's lease lapses
-  after `lease_ttl_s` and another replica takes the batch over.
+- `files` rows (id, tenant, name, purpose, bytes, expires_at); each file's content is the file
+  `files/<id>` beside the database, written in pieces (uploads stream to `uploads/` first and
+  are renamed in; output files are written line by line from the journal), so no value and no
+  string in memory ever holds a whole file.
+- `batches` rows: status, timestamps, errors, output/error file ids, and the request counts
+  once final.
+- `requests`, the journal, and `leases`: `core/batch_journal.py`.
 
 Every multi-row change is one transaction (`BEGIN IMMEDIATE`), so a crash leaves either the old
-or the new state. Time comes from the caller (`now`, seconds since the epoch).
+or the new state; a crash between writing a content file and committing its row leaves an
+orphan file that `sweep` deletes. Per-tenant caps are checked inside the transaction that adds
+a file or a batch (`CapExceeded`), so concurrent uploads to several replicas cannot pass them
+together. Time comes from the caller (`now`, seconds since the epoch). The methods are
+synchronous: callers on an event loop run them on the store's own thread (`StoreThread`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
@@ -28,53 +29,56 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from services.ingress.core.batch_files import BatchLine
+from services.ingress.core.batch_journal import ACTIVE, FINAL, Journal, request_uid
 
-ACTIVE = ("validating", "in_progress", "finalizing", "cancelling")
-FINAL = ("completed", "failed", "expired", "cancelled")
+__all__ = ["ACTIVE", "FINAL", "BatchStore", "CapExceeded", "request_uid"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,
     filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
-    created_at REAL NOT NULL, content BLOB NOT NULL
+    created_at REAL NOT NULL, expires_at REAL
 );
+CREATE INDEX IF NOT EXISTS files_tenant ON files (tenant);
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,
     principal TEXT NOT NULL, endpoint TEXT NOT NULL,
     input_file_id TEXT NOT NULL, completion_window TEXT NOT NULL, window_s REAL NOT NULL,
     status TEXT NOT NULL, errors TEXT, output_file_id TEXT, error_file_id TEXT, metadata TEXT,
     created_at REAL NOT NULL, in_progress_at REAL, expires_at REAL, finalizing_at REAL,
-    completed_at REAL, failed_at REAL, expired_at REAL, cancelling_at REAL, cancelled_at REAL
+    completed_at REAL, failed_at REAL, expired_at REAL, cancelling_at REAL, cancelled_at REAL,
+    count_total INTEGER, count_completed INTEGER, count_failed INTEGER
 );
-CREATE TABLE IF NOT EXISTS requests (
-    batch_id TEXT NOT NULL, custom_id TEXT NOT NULL, line INTEGER NOT NULL, url TEXT NOT NULL,
-    body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending', outcome TEXT, result TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,
-    not_before REAL NOT NULL DEFAULT 0, started_at REAL, finished_at REAL,
-    PRIMARY KEY (batch_id, custom_id)
-);
-CREATE INDEX IF NOT EXISTS requests_state ON requests (batch_id, state, line);
-CREATE TABLE IF NOT EXISTS leases (
-    batch_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
-);
+CREATE INDEX IF NOT EXISTS batches_tenant ON batches (tenant, status);
+CREATE INDEX IF NOT EXISTS batches_input ON batches (input_file_id, status);
 """
+_FINISHED_AT = "COALESCE(completed_at, failed_at, expired_at, cancelled_at)"
 
 
-def request_uid(batch_id: str, custom_id: str) -> str:
-    """The idempotent id of a batch request (the same on every attempt and after a restart)."""
-    return hashlib.sha256(f"{batch_id}\0{custom_id}".encode()).hexdigest()[:24]
+class CapExceeded(Exception):
+    """A per-tenant cap would be passed: `cap` names the config field, `limit` its value,
+    `current` the tenant's use."""
+
+    def __init__(self, cap: str, limit: int, current: int) -> None:
+        super().__init__(f"{cap}: {current} of {limit}")
+        self.cap = cap
+        self.limit = limit
+        self.current = current
 
 
-class BatchStore:
-    """Files, batches, the request journal and run leases in one SQLite file."""
+class BatchStore(Journal):
+    """Files, batches, the request journal and run leases: SQLite plus content files."""
 
-    def __init__(self, directory: str | Path) -> None:
-        path = Path(directory).expanduser()
-        path.mkdir(parents=True, exist_ok=True)
-        self.path = path / "batches.sqlite3"
-        # one connection per store, used from one event loop at a time (every method is
-        # synchronous: no transaction spans an await); the loop's thread may change
+    def __init__(self, directory: str | Path, output_retention_s: float = 30 * 86_400.0) -> None:
+        root = Path(directory).expanduser()
+        self.files_dir = root / "files"
+        self.uploads_dir = root / "uploads"
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        self.output_retention_s = output_retention_s
+        self.path = root / "batches-v2.sqlite3"
+        # one connection per store, used by one thread at a time (StoreThread); every method
+        # is synchronous, so no transaction spans an await
         self._db = sqlite3.connect(
             self.path, timeout=30.0, isolation_level=None, check_same_thread=False
         )
@@ -82,6 +86,7 @@ class BatchStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._db.executescript(self.JOURNAL_SCHEMA)
 
     def close(self) -> None:
         self._db.close()
@@ -102,28 +107,130 @@ class BatchStore:
 
     # files ---------------------------------------------------------------------------------
 
-    def create_file(
-        self, tenant: str, filename: str, purpose: str, content: bytes, now: float
+    def upload_path(self) -> Path:
+        """A fresh path under `uploads/` for an upload being received."""
+        return self.uploads_dir / f"{uuid.uuid4().hex}.part"
+
+    def file_path(self, file_id: str) -> Path:
+        return self.files_dir / file_id
+
+    def usage(self, tenant: str) -> tuple[int, int]:
+        """(bytes, files) a tenant stores."""
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM files WHERE tenant = ?", (tenant,)
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def add_file(
+        self,
+        tenant: str,
+        filename: str,
+        purpose: str,
+        source: Path,
+        now: float,
+        expires_at: float | None,
+        max_bytes: int | None = None,
+        max_files: int | None = None,
     ) -> dict[str, Any]:
+        """Store the finished upload at `source` (moved in) as a new file; CapExceeded (and
+        `source` left where it is) when the tenant's stored bytes would pass `max_bytes` or
+        its file count `max_files`."""
+        size = source.stat().st_size
         file_id = "file-" + uuid.uuid4().hex[:24]
-        self._db.execute(
-            "INSERT INTO files (id, tenant, filename, purpose, bytes, created_at, content) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (file_id, tenant, filename, purpose, len(content), now, content),
-        )
+        target = self.file_path(file_id)
+        with self._tx() as db:
+            stored, count = self.usage(tenant)
+            if max_files is not None and count + 1 > max_files:
+                raise CapExceeded("batch.max_files_per_tenant", max_files, count)
+            if max_bytes is not None and stored + size > max_bytes:
+                raise CapExceeded("batch.max_stored_bytes_per_tenant", max_bytes, stored)
+            os.replace(source, target)
+            try:
+                db.execute(
+                    "INSERT INTO files (id, tenant, filename, purpose, bytes, created_at, "
+                    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (file_id, tenant, filename, purpose, size, now, expires_at),
+                )
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
         row = self.get_file(file_id)
         assert row is not None
         return row
 
-    def get_file(self, file_id: str) -> dict[str, Any] | None:
-        return self._one(
-            "SELECT id, tenant, filename, purpose, bytes, created_at FROM files WHERE id = ?",
-            (file_id,),
-        )
+    def create_file(
+        self,
+        tenant: str,
+        filename: str,
+        purpose: str,
+        content: bytes,
+        now: float,
+        expires_at: float | None = None,
+    ) -> dict[str, Any]:
+        """Store small content given whole (tests and tools; uploads use `add_file`)."""
+        source = self.upload_path()
+        source.write_bytes(content)
+        try:
+            return self.add_file(tenant, filename, purpose, source, now, expires_at)
+        finally:
+            source.unlink(missing_ok=True)
 
-    def file_content(self, file_id: str) -> bytes | None:
-        row = self._db.execute("SELECT content FROM files WHERE id = ?", (file_id,)).fetchone()
-        return bytes(row[0]) if row is not None else None
+    def get_file(self, file_id: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM files WHERE id = ?", (file_id,))
+
+    def delete_file(self, file_id: str, tenant: str) -> str:
+        """Delete a tenant's file: "deleted", "missing" (no such file of this tenant), or
+        "in_use" (an open batch reads it: kept)."""
+        with self._tx() as db:
+            row = db.execute("SELECT tenant FROM files WHERE id = ?", (file_id,)).fetchone()
+            if row is None or row[0] != tenant:
+                return "missing"
+            marks = ",".join("?" * len(ACTIVE))
+            used = db.execute(
+                f"SELECT 1 FROM batches WHERE input_file_id = ? AND status IN ({marks}) LIMIT 1",
+                (file_id, *ACTIVE),
+            ).fetchone()
+            if used is not None:
+                return "in_use"
+            db.execute("DELETE FROM files WHERE id = ?", (file_id,))
+        self.file_path(file_id).unlink(missing_ok=True)
+        return "deleted"
+
+    def sweep(self, now: float, batch_retention_s: float, orphan_age_s: float) -> dict[str, int]:
+        """Delete expired files (not while an open batch reads them), final batches finished
+        more than `batch_retention_s` ago, and content or upload files older than
+        `orphan_age_s` that no row names (a crash mid-upload or mid-finalize). Returns how
+        many of each went."""
+        marks = ",".join("?" * len(ACTIVE))
+        with self._tx() as db:
+            expired = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM files WHERE expires_at IS NOT NULL AND expires_at <= ? "
+                    f"AND id NOT IN (SELECT input_file_id FROM batches WHERE status IN ({marks}))",
+                    (now, *ACTIVE),
+                ).fetchall()
+            ]
+            db.executemany("DELETE FROM files WHERE id = ?", [(f,) for f in expired])
+            cur = db.execute(
+                f"DELETE FROM batches WHERE status IN ({','.join('?' * len(FINAL))}) "
+                f"AND {_FINISHED_AT} <= ?",
+                (*FINAL, now - batch_retention_s),
+            )
+            batches = cur.rowcount
+        for file_id in expired:
+            self.file_path(file_id).unlink(missing_ok=True)
+        orphans = 0
+        for directory in (self.files_dir, self.uploads_dir):
+            for path in directory.iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    if now - path.stat().st_mtime < orphan_age_s:
+                        continue
+                    if directory is self.files_dir and self.get_file(path.name) is not None:
+                        continue
+                    path.unlink()
+                    orphans += 1
+        return {"files": len(expired), "batches": batches, "orphans": orphans}
 
     # batches -------------------------------------------------------------------------------
 
@@ -136,25 +243,38 @@ class BatchStore:
         window_s: float,
         metadata: dict[str, str] | None,
         now: float,
+        max_open: int | None = None,
     ) -> dict[str, Any]:
+        """A new batch in `validating`; CapExceeded when the tenant already has `max_open`
+        batches that are not final."""
         batch_id = "batch_" + uuid.uuid4().hex[:24]
-        self._db.execute(
-            "INSERT INTO batches (id, tenant, principal, endpoint, input_file_id, "
-            "completion_window, window_s, status, metadata, created_at, expires_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, 'validating', ?, ?, ?)",
-            (
-                batch_id,
-                principal["tenant"],
-                json.dumps(principal),
-                endpoint,
-                input_file_id,
-                window,
-                window_s,
-                json.dumps(metadata) if metadata else None,
-                now,
-                now + window_s,
-            ),
-        )
+        tenant = principal["tenant"]
+        with self._tx() as db:
+            if max_open is not None:
+                marks = ",".join("?" * len(ACTIVE))
+                row = db.execute(
+                    f"SELECT COUNT(*) FROM batches WHERE tenant = ? AND status IN ({marks})",
+                    (tenant, *ACTIVE),
+                ).fetchone()
+                if int(row[0]) >= max_open:
+                    raise CapExceeded("batch.max_open_batches_per_tenant", max_open, int(row[0]))
+            db.execute(
+                "INSERT INTO batches (id, tenant, principal, endpoint, input_file_id, "
+                "completion_window, window_s, status, metadata, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'validating', ?, ?, ?)",
+                (
+                    batch_id,
+                    tenant,
+                    json.dumps(principal),
+                    endpoint,
+                    input_file_id,
+                    window,
+                    window_s,
+                    json.dumps(metadata) if metadata else None,
+                    now,
+                    now + window_s,
+                ),
+            )
         row = self.get_batch(batch_id)
         assert row is not None
         return row
@@ -197,167 +317,13 @@ class BatchStore:
                 )
             return str(row[0])
 
-    def start_batch(self, batch_id: str, lines: Sequence[BatchLine], now: float) -> bool:
-        """validating -> in_progress with one journal row per line, in one transaction."""
-        with self._tx() as db:
-            cur = db.execute(
-                "UPDATE batches SET status = 'in_progress', in_progress_at = ? "
-                "WHERE id = ? AND status = 'validating'",
-                (now, batch_id),
-            )
-            if cur.rowcount != 1:
-                return False
-            db.executemany(
-                "INSERT OR IGNORE INTO requests (batch_id, custom_id, line, url, body) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(batch_id, x.custom_id, x.line, x.url, json.dumps(x.body)) for x in lines],
-            )
-        return True
-
     def fail_validation(self, batch_id: str, errors: list[dict[str, Any]], now: float) -> None:
         self._db.execute(
-            "UPDATE batches SET status = 'failed', failed_at = ?, errors = ? "
+            "UPDATE batches SET status = 'failed', failed_at = ?, errors = ?, count_total = 0, "
+            "count_completed = 0, count_failed = 0 "
             "WHERE id = ? AND status IN ('validating', 'cancelling')",
             (now, json.dumps(errors), batch_id),
         )
-
-    # the journal ---------------------------------------------------------------------------
-
-    def resume(self, batch_id: str) -> int:
-        """Put requests a dead runner left `started` back to pending; returns how many."""
-        cur = self._db.execute(
-            "UPDATE requests SET state = 'pending' WHERE batch_id = ? AND state = 'started'",
-            (batch_id,),
-        )
-        return cur.rowcount
-
-    def claim(self, batch_id: str, limit: int, now: float) -> list[dict[str, Any]]:
-        """Mark up to `limit` due pending requests started (in line order) and return them."""
-        if limit <= 0:
-            return []
-        with self._tx() as db:
-            rows = db.execute(
-                "SELECT custom_id, line, url, body, retries, attempts FROM requests "
-                "WHERE batch_id = ? AND state = 'pending' AND not_before <= ? "
-                "ORDER BY line LIMIT ?",
-                (batch_id, now, limit),
-            ).fetchall()
-            db.executemany(
-                "UPDATE requests SET state = 'started', attempts = attempts + 1, started_at = ? "
-                "WHERE batch_id = ? AND custom_id = ?",
-                [(now, batch_id, r["custom_id"]) for r in rows],
-            )
-        return [dict(r) | {"batch_id": batch_id} for r in rows]
-
-    def retry_later(self, batch_id: str, custom_id: str, not_before: float) -> None:
-        """A started request was not admitted (429/503): pending again, due at `not_before`."""
-        self._db.execute(
-            "UPDATE requests SET state = 'pending', retries = retries + 1, not_before = ? "
-            "WHERE batch_id = ? AND custom_id = ? AND state = 'started'",
-            (not_before, batch_id, custom_id),
-        )
-
-    def finish(
-        self, batch_id: str, custom_id: str, outcome: str, result: dict[str, Any], now: float
-    ) -> bool:
-        """Record a started request's result line once; False if it was not started (a result
-        already written, or the batch finalised meanwhile)."""
-        cur = self._db.execute(
-            "UPDATE requests SET state = 'done', outcome = ?, result = ?, finished_at = ? "
-            "WHERE batch_id = ? AND custom_id = ? AND state = 'started'",
-            (outcome, json.dumps(result), now, batch_id, custom_id),
-        )
-        return cur.rowcount == 1
-
-    def counts(self, batch_id: str) -> dict[str, int]:
-        row = self._db.execute(
-            "SELECT COUNT(*), SUM(outcome = 'completed'), SUM(outcome = 'failed'), "
-            "SUM(state = 'pending') FROM requests WHERE batch_id = ?",
-            (batch_id,),
-        ).fetchone()
-        return {"total": row[0], "completed": row[1] or 0, "failed": row[2] or 0}
-
-    def pending_count(self, batch_id: str) -> int:
-        row = self._db.execute(
-            "SELECT COUNT(*) FROM requests WHERE batch_id = ? AND state != 'done'", (batch_id,)
-        ).fetchone()
-        return int(row[0])
-
-    def finalize(
-        self,
-        batch_id: str,
-        status: str,
-        now: float,
-        unrun_error: dict[str, str] | None = None,
-        errors: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Write the output and error files and move the batch to `status` (completed, failed,
-        expired, cancelled), in one transaction. Requests not done get `unrun_error` as their
-        error line. A no-op on a batch already final."""
-        with self._tx() as db:
-            row = db.execute("SELECT status FROM batches WHERE id = ?", (batch_id,)).fetchone()
-            if row is None or row[0] in FINAL:
-                return
-            if unrun_error is not None:
-                for r in db.execute(
-                    "SELECT custom_id FROM requests WHERE batch_id = ? AND state != 'done'",
-                    (batch_id,),
-                ).fetchall():
-                    line = {
-                        "id": "batch_req_" + request_uid(batch_id, r[0]),
-                        "custom_id": r[0],
-                        "response": None,
-                        "error": unrun_error,
-                    }
-                    db.execute(
-                        "UPDATE requests SET state = 'done', outcome = 'failed', result = ?, "
-                        "finished_at = ? WHERE batch_id = ? AND custom_id = ?",
-                        (json.dumps(line), now, batch_id, r[0]),
-                    )
-            file_ids: dict[str, str | None] = {}
-            for outcome, column in (("completed", "output_file_id"), ("failed", "error_file_id")):
-                lines = [
-                    r[0] + "\n"
-                    for r in db.execute(
-                        "SELECT result FROM requests WHERE batch_id = ? AND outcome = ? "
-                        "ORDER BY line",
-                        (batch_id, outcome),
-                    ).fetchall()
-                ]
-                file_ids[column] = None
-                if lines:
-                    content = "".join(lines).encode()
-                    file_id = "file-" + uuid.uuid4().hex[:24]
-                    db.execute(
-                        "INSERT INTO files (id, tenant, filename, purpose, bytes, created_at, "
-                        "content) SELECT ?, tenant, ?, 'batch_output', ?, ?, ? FROM batches "
-                        "WHERE id = ?",
-                        (
-                            file_id,
-                            f"{batch_id}_{column[:-8]}.jsonl",
-                            len(content),
-                            now,
-                            content,
-                            batch_id,
-                        ),
-                    )
-                    file_ids[column] = file_id
-            stamp = {"completed": "completed_at", "failed": "failed_at"}.get(status, "")
-            stamp = stamp or {"expired": "expired_at", "cancelled": "cancelled_at"}[status]
-            db.execute(
-                f"UPDATE batches SET status = ?, {stamp} = ?, output_file_id = ?, "
-                "error_file_id = ?, errors = COALESCE(?, errors), "
-                "finalizing_at = COALESCE(finalizing_at, ?) WHERE id = ?",
-                (
-                    status,
-                    now,
-                    file_ids["output_file_id"],
-                    file_ids["error_file_id"],
-                    json.dumps(errors) if errors else None,
-                    now,
-                    batch_id,
-                ),
-            )
 
     def set_finalizing(self, batch_id: str, now: float) -> None:
         self._db.execute(
@@ -365,31 +331,3 @@ class BatchStore:
             "WHERE id = ? AND status = 'in_progress'",
             (now, batch_id),
         )
-
-    # leases --------------------------------------------------------------------------------
-
-    def acquire_lease(self, batch_id: str, owner: str, now: float, ttl_s: float) -> bool:
-        """Take (or keep) the run lease of a batch: free, expired, or already ours."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT owner, expires_at FROM leases WHERE batch_id = ?", (batch_id,)
-            ).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
-                return False
-            db.execute(
-                "INSERT INTO leases (batch_id, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(batch_id) DO UPDATE SET owner = excluded.owner, "
-                "expires_at = excluded.expires_at",
-                (batch_id, owner, now + ttl_s),
-            )
-        return True
-
-    def renew_lease(self, batch_id: str, owner: str, now: float, ttl_s: float) -> bool:
-        cur = self._db.execute(
-            "UPDATE leases SET expires_at = ? WHERE batch_id = ? AND owner = ?",
-            (now + ttl_s, batch_id, owner),
-        )
-        return cur.rowcount == 1
-
-    def release_lease(self, batch_id: str, owner: str) -> None:
-        self._db.execute("DELETE FROM leases WHERE batch_id = ? AND owner = ?", (batch_id, owner))

@@ -106,8 +106,7 @@ def output_lines(store: BatchStore, batch_id: str, column: str) -> list[dict[str
     assert row is not None
     if row[column] is None:
         return []
-    content = store.file_content(row[column])
-    assert content is not None
+    content = store.file_path(row[column]).read_bytes()
     return [json.loads(x) for x in content.decode().splitlines()]
 
 

@@ -75,7 +75,7 @@ def test_killed_runner_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> N
 
     async def resume() -> None:
         for _ in range(400):  # the dead child's lease lapses after lease_ttl_s
-            runner.poll_once()
+            await runner.poll_once()
             if runner._running:
                 await asyncio.gather(*runner._running.values())
                 return

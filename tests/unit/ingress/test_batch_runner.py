@@ -189,8 +189,10 @@ def test_resume_after_a_runner_dies_mid_batch(tmp_path: Path) -> None:
         run = runner(store_a, executor_a, clock, owner="a", max_concurrent_requests=2)
         assert store_a.acquire_lease(batch_id, "a", clock(), 30.0)
         task = asyncio.get_running_loop().create_task(run._run(batch_id))
-        for _ in range(100):
-            await asyncio.sleep(0)
+        for _ in range(100_000):  # until r2 and r3 are both stuck in flight
+            if executor_a.calls["r2"] and executor_a.calls["r3"]:
+                break
+            await asyncio.sleep(0.001)
         task.cancel()  # the process dies: no lease release, no cleanup of started rows
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -205,7 +207,7 @@ def test_resume_after_a_runner_dies_mid_batch(tmp_path: Path) -> None:
     clock.now += 31.0
 
     async def take_over() -> None:
-        run_b.poll_once()
+        await run_b.poll_once()
         await asyncio.gather(*run_b._running.values())
 
     asyncio.run(take_over())
