@@ -5,7 +5,7 @@
   no piece arrives for `idle_s` or the body has not ended `deadline_s` after the request began.
 - `receive_upload`: a `POST /v1/files` body through `MultipartUpload` into a file under the
   store's uploads/ directory. The parsing, line validation and disk writes run in a worker
-  thread, at most 1 MiB at a time, so the event loop keeps serving streams meanwhile.
+  thread, 256 KiB at a time, so the event loop keeps serving streams meanwhile.
 - `file_response`: a stored file sent in pieces of 1 MiB, read in a worker thread (the file is
   opened first, so deleting it meanwhile does not cut the answer).
 """
@@ -26,7 +26,9 @@ from services.ingress.core.batch_errors import too_large, too_slow
 from services.ingress.core.batch_upload import ENVELOPE_BYTES, MultipartUpload
 
 PIECE_BYTES = 1024 * 1024
-"""Largest piece handed to the worker thread, or sent of a stored file."""
+"""Largest piece sent of a stored file."""
+FEED_BYTES = 256 * 1024
+"""Upload bytes gathered before they go to the worker thread (parse, validate, write)."""
 
 
 async def receive_body(
@@ -107,7 +109,7 @@ async def receive_upload(request: HTTPRequest, path: Path, config: BatchConfig) 
             config.upload_deadline_s,
         ):
             pending += piece
-            if len(pending) >= PIECE_BYTES:
+            if len(pending) >= FEED_BYTES:
                 await asyncio.to_thread(upload.feed, bytes(pending))
                 pending.clear()
         await asyncio.to_thread(upload.feed, bytes(pending))

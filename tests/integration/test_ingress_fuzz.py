@@ -20,7 +20,7 @@ import pytest
 import schemathesis
 
 MODEL = "llama-3.1-8b"  # served by the simulated replicas of the session mesh
-EXAMPLES = {"POST": 250, "GET": 10}  # per operation and generation mode
+EXAMPLES = {"POST": 250, "GET": 10, "DELETE": 10}  # per operation and generation mode
 MIN_REQUESTS = 1_000
 
 

@@ -20,7 +20,7 @@ from openapi_fuzz import report, run_fuzz
 
 pytestmark = pytest.mark.slow  # ~1,200 requests, ~30 s on 2 cores: over the fast tier's budget
 
-EXAMPLES = {"POST": 300, "GET": 10}  # per operation and generation mode
+EXAMPLES = {"POST": 300, "GET": 10, "DELETE": 10}  # per operation and generation mode
 DEADLINE = timedelta(seconds=5)
 MIN_REQUESTS = 1_000
 
