@@ -128,6 +128,14 @@ def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
     return Plugin("admitter", name, dict(params), _every(frag))
 
 
+def _latency_slo(name: str, params: Mapping[str, Any]) -> Plugin:
+    from services.scheduler.core.latency_slo_admitter import LatencySLOAdmitterConfig
+
+    _allow("admitter", name, params, dict.fromkeys(LatencySLOAdmitterConfig.model_fields))
+    frag = Fragment(options={"slo_admitter": dict(params)})
+    return Plugin("admitter", name, dict(params), {"router": lambda _f: frag})
+
+
 # ---- orderer --------------------------------------------------------------------------------
 QLM_ORDERER_KEYS: dict[str, Any] = {
     "grouping": None,
@@ -155,11 +163,23 @@ def _qlm_orderer(name: str, params: Mapping[str, Any]) -> Plugin:
     return Plugin("orderer", name, dict(params), {"qlm": lambda _f: frag})
 
 
+def _flow_control(name: str, params: Mapping[str, Any]) -> Plugin:
+    from services.scheduler.core.flow_control import FlowControlConfig
+
+    _allow("orderer", name, params, dict.fromkeys(FlowControlConfig.model_fields))
+    frag = Fragment(options={"flow_control": dict(params)})
+    return Plugin("orderer", name, dict(params), {"router": lambda _f: frag})
+
+
 # ---- placer ---------------------------------------------------------------------------------
 def _router_placer(name: str, params: Mapping[str, Any]) -> Plugin:
     """A router placer; round-robin and least-loaded also place batches, round-robin QLM groups."""
-    ROUTERS.check(name)
-    by: dict[str, Resolver] = {"router": lambda _f: Fragment(policy=name, options=dict(params))}
+    try:
+        ROUTERS.create(name, dict(params))  # validates the router's params
+    except ValueError as err:
+        raise StageError(f"stages.placer.params: {err}") from None
+    options = {"router": dict(params)} if params else {}
+    by: dict[str, Resolver] = {"router": lambda _f: Fragment(policy=name, options=options)}
     if name in ("round-robin", "least-loaded"):
         _no_params("placer", name, params)
         by["batching"] = lambda _f: Fragment(options={"placer": name})
@@ -310,8 +330,16 @@ def _none(stage: str) -> Factory:
 
 def _registries() -> dict[str, Registry[Plugin]]:
     regs: dict[str, dict[str, Factory]] = {
-        "admitter": {"none": _none("admitter"), "ttft-guard": _ttft_guard},
-        "orderer": {"none": _none("orderer"), "qlm": _qlm_orderer},
+        "admitter": {
+            "none": _none("admitter"),
+            "ttft-guard": _ttft_guard,
+            "latency-slo": _latency_slo,
+        },
+        "orderer": {
+            "none": _none("orderer"),
+            "qlm": _qlm_orderer,
+            "llm-d-flow-control": _flow_control,
+        },
         "placer": {
             **{n: _router_placer for n in ROUTERS.names()},
             "max-min": _max_min,

@@ -13,18 +13,46 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from services.scheduler.core.global_policy import GlobalPolicy, RoutingPolicy
 from shared.domain.length_prediction import LengthPredictor
 from shared.policy import Registry
+
+
+class RouterOptions(BaseModel):
+    """Options of a router policy: the router's parameters, and llm-d's latency-SLO admitter
+    and flow control in front of it (core/latency_slo_admitter.py, core/flow_control.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    router: dict[str, Any] = Field(default_factory=dict)
+    """The router's parameters (its params_model; routers without one take none)."""
+    flow_control: dict[str, Any] | None = None
+    """A FlowControlConfig mapping: hold requests in priority bands while the pool is saturated."""
+    slo_admitter: dict[str, Any] | None = None
+    """A LatencySLOAdmitterConfig mapping: turn away sheddable work no replica can serve in time."""
 
 
 def _router(name: str) -> Any:
     def make(options: Mapping[str, Any], predictor: LengthPredictor | None) -> GlobalPolicy:
         from services.scheduler.core.routers import ROUTERS
 
-        if options:
-            raise ValueError(f"global policy '{name}' takes no options, got {sorted(options)}")
-        return RoutingPolicy(ROUTERS.create(name))
+        opts = RouterOptions.model_validate(dict(options))
+        router = ROUTERS.create(name, opts.router)
+        if opts.flow_control is None and opts.slo_admitter is None:
+            return RoutingPolicy(router)
+        from services.scheduler.core.flow_control import FlowControlConfig, FlowControlPolicy
+        from services.scheduler.core.latency_slo_admitter import (
+            LatencySLOAdmitter,
+            LatencySLOAdmitterConfig,
+        )
+
+        flow = None if opts.flow_control is None else FlowControlConfig(**opts.flow_control)
+        admitter = None
+        if opts.slo_admitter is not None:
+            admitter = LatencySLOAdmitter(LatencySLOAdmitterConfig(**opts.slo_admitter))
+        return FlowControlPolicy(router, flow, admitter)
 
     return make
 
@@ -57,11 +85,14 @@ GLOBAL_POLICIES: Registry[GlobalPolicy] = Registry(
         "least-loaded": _router("least-loaded"),
         "oracle-ttft": _router("oracle-ttft"),
         "prefix-only": _router("prefix-only"),
+        "pow2": _router("pow2"),
+        "pow2-prefix": _router("pow2-prefix"),
+        "llm-d-scorers": _router("llm-d-scorers"),
         "qlm": _qlm,
         "batching": _batching,
     },
 )
-"""name -> factory(options, predictor). Routers take no options; qlm takes a QLMConfig mapping
+"""name -> factory(options, predictor). Routers take RouterOptions; qlm takes a QLMConfig mapping
 plus an optional `prefix` key (a PrefixAffinityConfig mapping: prefix-cache-aware placement,
 core/prefix_affinity.py), batching a BatchingConfig mapping."""
 

@@ -165,8 +165,7 @@ def test_scheduler_routing_policy_rejects_unserved_model(fakes, router):
 
 
 def test_scheduler_router_registry(fakes):
-    assert ROUTERS.names() == ["least-loaded", "oracle-ttft", "prefix-only", "round-robin"]
-    with pytest.raises(
-        UnknownNameError, match="valid: least-loaded, oracle-ttft, prefix-only, round-robin"
-    ):
+    names = ["least-loaded", "llm-d-scorers", "oracle-ttft", "pow2", "pow2-prefix"]
+    assert ROUTERS.names() == [*names, "prefix-only", "round-robin"]
+    with pytest.raises(UnknownNameError, match="valid: least-loaded, llm-d-scorers, oracle-ttft"):
         ROUTERS.create("random")

@@ -67,8 +67,13 @@ SLOMESH_STACKS = [
 ]
 
 
+PEER_STACKS = ["ray-serve-llm", "ray-serve-llm-prefix", "llm-d"]  # tests/unit/sim/test_sim_peers.py
+
+
 def test_sim_every_stack_is_tested():
-    names = STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS + SLOMESH_STACKS
+    names = (
+        STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS + SLOMESH_STACKS + PEER_STACKS
+    )
     assert sorted(names) == STACKS.names()
 
 

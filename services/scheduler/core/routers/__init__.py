@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from services.scheduler.core.routers.base import Router
 from services.scheduler.core.routers.least_loaded import LeastLoadedRouter
+from services.scheduler.core.routers.llm_d_scorers import LlmdScorerRouter
 from services.scheduler.core.routers.oracle_ttft import OracleTTFTRouter
+from services.scheduler.core.routers.pow2 import Pow2Router
+from services.scheduler.core.routers.pow2_prefix import Pow2PrefixRouter
 from services.scheduler.core.routers.prefix_only import PrefixOnlyRouter
 from services.scheduler.core.routers.round_robin import RoundRobinRouter
 from shared.policy import Registry
@@ -12,11 +15,18 @@ from shared.policy import Registry
 ROUTERS: Registry[Router] = Registry(
     "router",
     {
-        RoundRobinRouter.name: RoundRobinRouter,
-        LeastLoadedRouter.name: LeastLoadedRouter,
-        OracleTTFTRouter.name: OracleTTFTRouter,
-        PrefixOnlyRouter.name: PrefixOnlyRouter,
+        cls.name: cls.build
+        for cls in (
+            RoundRobinRouter,
+            LeastLoadedRouter,
+            OracleTTFTRouter,
+            PrefixOnlyRouter,
+            Pow2Router,
+            Pow2PrefixRouter,
+            LlmdScorerRouter,
+        )
     },
 )
+"""name -> Router.build(params): a fresh router from its parameters (a stack's placer params)."""
 
 __all__ = ["ROUTERS", "Router"]
