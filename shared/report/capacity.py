@@ -11,7 +11,8 @@ from typing import Any
 
 from shared.report.table import fmt_num, markdown_table
 
-BASELINES: tuple[str, ...] = ("vllm-fcfs", "edf")
+BASELINES: tuple[str, ...] = ("llm-d", "ray-serve-llm", "ray-serve-llm-prefix", "vllm-fcfs", "edf")
+"""Stacks the table gives ratios against, when present: the peers first, then the baselines."""
 RESERVED_KEYS = frozenset({"scenario", "seeds", "requests", "results"})
 
 
@@ -25,6 +26,14 @@ class CapacityRow:
     json: Mapping[str, Any] = field(default_factory=dict)
     unbounded_seeds: frozenset[int] = frozenset()
     """Seeds whose search attained the target at every rate probed: a lower bound (">=")."""
+    every_class_rps: float | None = None
+    """Median capacity with every SLO class at the target (None: not searched)."""
+    every_class_unbounded: bool = False
+    """Some seed's every-class search attained at every rate probed (a lower bound)."""
+
+    def headline_rps(self) -> float:
+        """The figure ratios compare: every-class when searched, else overall."""
+        return self.every_class_rps if self.every_class_rps is not None else self.capacity_rps
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -38,26 +47,32 @@ def format_capacity_table(rows: Sequence[CapacityRow], target: float) -> str:
     seeds = list(dict.fromkeys(s for r in rows for s in r.by_seed))
     by_policy = {r.policy: r for r in rows}
     bases = [b for b in BASELINES if b in by_policy]
+    every = any(r.every_class_rps is not None for r in rows)
     headers = [
         "policy",
         *(f"seed {s} r/s" for s in seeds),
         f"capacity r/s (median, >= {100 * target:g}% SLO)",
+        *([f"every class r/s (median, each >= {100 * target:g}%)"] if every else []),
         *(f"x {b}" for b in bases),
     ]
     body = []
     for r in rows:
-        ratios = [ratio(r.capacity_rps, by_policy[b].capacity_rps) for b in bases]
+        ratios = [ratio(r.headline_rps(), by_policy[b].headline_rps()) for b in bases]
         open_median = ">=" if r.unbounded_seeds else ""
+        every_cell = _bound(r.every_class_unbounded) + fmt_num(r.every_class_rps, 2)
         body.append(
             [
                 r.policy,
                 *(_bound(s in r.unbounded_seeds) + fmt_num(r.by_seed.get(s), 2) for s in seeds),
                 open_median + fmt_num(r.capacity_rps, 2),
+                *([every_cell] if every else []),
                 *(fmt_num(x, 2) for x in ratios),
             ]
         )
     table = markdown_table(headers, body)
-    if any(r.unbounded_seeds for r in rows):
+    if every and bases:
+        table += "\n\nx B: every-class capacity over B's every-class capacity"
+    if any(r.unbounded_seeds or r.every_class_unbounded for r in rows):
         table += "\n\n>= : attained at every rate probed (a lower bound; the SLO never binds)"
     return table
 

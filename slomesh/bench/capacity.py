@@ -47,6 +47,8 @@ class CapacitySettings(BaseModel):
     """A given (lo, hi) in requests/s instead of bracketing from the default rate."""
     probe_requests: int | None = Field(default=None, ge=1)
     """Requests per probe (None: min(scenario requests, PROBE_REQUESTS))."""
+    every_class: bool = True
+    """Also search the every-class capacity (each SLO class >= target), beside the overall one."""
     workers: int = Field(default=2, ge=1, le=2)
     """Worker processes over (policy, seed) pairs (this machine has 2 cores)."""
 

@@ -6,9 +6,10 @@ What makes a 3-seed, 3-policy search take minutes rather than hours:
   otherwise. A shorter run builds a shorter queue past capacity, so capacities from short probes
   lean high; every policy gets the same rule, so ratios between policies hold up better than
   absolute figures.
-- Early stop with no approximation: a probe stops as soon as the verdict is certain, i.e. when
-  ceil(target x N) requests have met their SLO (attained) or more than N minus that have missed
-  (missed). Past capacity misses pile up early, so missed probes are the cheap ones.
+- Early stop with no approximation: a probe stops as soon as the verdict is certain
+  (early_stop.py). Past capacity misses pile up early, so missed probes are the cheap ones.
+- Two capacities per (policy, seed): `overall` (attainment over all requests >= target) and
+  `every-class` (every SLO class >= target, so giving up a small class does not pay).
 - Bisection to 5% (about 7 probes per search), and up to 2 worker processes
   (ProcessPoolExecutor) over the (policy, seed) pairs.
 
@@ -19,60 +20,20 @@ bit-reproducible from the seed.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from shared.domain import Request
-from shared.metrics.records import RequestRecord
 from shared.metrics.summary import summarize
 from shared.workloads import generate
 from slomesh.bench.capacity import CapacitySearch, CapacitySettings, search_capacity
+from slomesh.bench.early_stop import CRITERIA, Criterion, Decided, EarlyStopSimulator
 from slomesh.bench.scenarios import ScenarioSpec
-from slomesh.sim.cluster import ClusterSpec
-from slomesh.sim.simulator import Simulator
-from slomesh.stacks import STACKS, StackConfig
+from slomesh.stacks import STACKS
 
 PROBE_REQUESTS = 1000
-
-
-class _Decided(Exception):
-    """Raised out of the event loop once a probe's verdict is certain."""
-
-    def __init__(self, attainment: float) -> None:
-        super().__init__(attainment)
-        self.attainment = attainment
-
-
-class _EarlyStopSimulator(Simulator):
-    """A Simulator that stops once attainment >= target is certain either way.
-
-    The attainment it reports is then a bound: met / N when attained, 1 - missed / N when missed.
-    """
-
-    def __init__(
-        self, cluster: ClusterSpec, stack: StackConfig, requests: Sequence[Request], target: float
-    ) -> None:
-        super().__init__(cluster, stack, requests)
-        n = len(self.requests)
-        self._n = n
-        self._need = math.ceil(target * n - 1e-9)
-        self._met = 0
-        self._missed = 0
-
-    def _add_record(self, rec: RequestRecord) -> None:
-        super()._add_record(rec)
-        if rec.slo_met:
-            self._met += 1
-            if self._met >= self._need:
-                raise _Decided(self._met / self._n)
-        else:
-            self._missed += 1
-            if self._missed > self._n - self._need:
-                raise _Decided(1.0 - self._missed / self._n)
 
 
 def probe_requests(sc: ScenarioSpec, settings: CapacitySettings) -> int:
@@ -86,30 +47,43 @@ def probe_requests(sc: ScenarioSpec, settings: CapacitySettings) -> int:
 
 
 def make_probe(
-    sc: ScenarioSpec, policy: str, seed: int, settings: CapacitySettings
+    sc: ScenarioSpec,
+    policy: str,
+    seed: int,
+    settings: CapacitySettings,
+    criterion: Criterion = "overall",
 ) -> Callable[[float], float]:
-    """probe(rate) -> attainment (a bound when stopped early) of `policy` at `rate` r/s."""
+    """probe(rate) -> the criterion's attainment (a bound when stopped early) of `policy` at
+    `rate` r/s: overall attainment, or the lowest class attainment."""
     workload = sc.workload.model_copy(update={"requests": probe_requests(sc, settings)})
 
     def probe(rate: float) -> float:
         requests = generate(workload.with_total_rate(rate), seed)
-        sim = _EarlyStopSimulator(
-            sc.cluster, STACKS.create(policy), requests, target=settings.target
+        sim = EarlyStopSimulator(
+            sc.cluster, STACKS.create(policy), requests, settings.target, criterion
         )
         try:
-            return summarize(sim.run()).slo_attainment
-        except _Decided as d:
+            summary = summarize(sim.run())
+        except Decided as d:
             return d.attainment
+        if criterion == "overall":
+            return summary.slo_attainment
+        return min(summary.attainment_by_class.values(), default=summary.slo_attainment)
 
     return probe
 
 
 def search_one(
-    sc: ScenarioSpec, policy: str, seed: int, settings: CapacitySettings, start_rps: float
+    sc: ScenarioSpec,
+    policy: str,
+    seed: int,
+    settings: CapacitySettings,
+    start_rps: float,
+    criterion: Criterion = "overall",
 ) -> CapacitySearch:
-    """The capacity search of one (policy, seed) pair (runs in a worker process)."""
+    """The capacity search of one (policy, seed, criterion) (runs in a worker process)."""
     return search_capacity(
-        make_probe(sc, policy, seed, settings),
+        make_probe(sc, policy, seed, settings, criterion),
         start_rps,
         settings.target,
         rel_tol=settings.rel_tol,
@@ -124,13 +98,21 @@ class PolicyCapacity:
 
     policy: str
     by_seed: dict[int, CapacitySearch]
+    """The overall capacity's searches (attainment over all requests >= target)."""
+    every_class_by_seed: dict[int, CapacitySearch] = field(default_factory=dict)
+    """The every-class capacity's searches (each SLO class >= target); empty: not searched."""
 
     @property
     def capacity_rps(self) -> float:
         return float(statistics.median(s.capacity_rps for s in self.by_seed.values()))
 
+    @property
+    def every_class_rps(self) -> float | None:
+        found = self.every_class_by_seed.values()
+        return float(statistics.median(s.capacity_rps for s in found)) if found else None
+
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "policy": self.policy,
             "capacity_rps": _round(self.capacity_rps),
             "capacity_rps_by_seed": {
@@ -138,6 +120,15 @@ class PolicyCapacity:
             },
             "search_by_seed": {str(k): _search_json(s) for k, s in self.by_seed.items()},
         }
+        if self.every_class_by_seed:
+            out["capacity_every_class_rps"] = _round(self.every_class_rps)
+            out["capacity_every_class_rps_by_seed"] = {
+                str(k): _round(s.capacity_rps) for k, s in self.every_class_by_seed.items()
+            }
+            out["search_every_class_by_seed"] = {
+                str(k): _search_json(s) for k, s in self.every_class_by_seed.items()
+            }
+        return out
 
 
 def _round(x: float | None) -> float | None:
@@ -159,27 +150,39 @@ def run_capacity(
     start_rps: float | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> list[PolicyCapacity]:
-    """Search every (policy, seed) pair, up to `settings.workers` at a time."""
+    """Search every (policy, seed, criterion), up to `settings.workers` at a time."""
     start = start_rps or sc.default_rate_rps
-    pairs = [(p, s) for p in policies for s in settings.seeds]
-    results: dict[tuple[str, int], CapacitySearch] = {}
-    if settings.workers == 1 or len(pairs) == 1:
-        for p, s in pairs:
-            results[p, s] = search_one(sc, p, s, settings, start)
-            log(_line(p, s, results[p, s]))
+    criteria = CRITERIA if settings.every_class else CRITERIA[:1]
+    jobs = [(p, s, c) for p in policies for s in settings.seeds for c in criteria]
+    results: dict[tuple[str, int, Criterion], CapacitySearch] = {}
+    if settings.workers == 1 or len(jobs) == 1:
+        for p, s, c in jobs:
+            results[p, s, c] = search_one(sc, p, s, settings, start, c)
+            log(_line(p, s, c, results[p, s, c]))
     else:
         with ProcessPoolExecutor(max_workers=settings.workers) as pool:
-            futures: dict[tuple[str, int], Future[CapacitySearch]] = {
-                (p, s): pool.submit(search_one, sc, p, s, settings, start) for p, s in pairs
+            futures: dict[tuple[str, int, Criterion], Future[CapacitySearch]] = {
+                (p, s, c): pool.submit(search_one, sc, p, s, settings, start, c) for p, s, c in jobs
             }
-            for (p, s), fut in futures.items():
-                results[p, s] = fut.result()
-                log(_line(p, s, results[p, s]))
-    return [PolicyCapacity(p, {s: results[p, s] for s in settings.seeds}) for p in policies]
+            for (p, s, c), fut in futures.items():
+                results[p, s, c] = fut.result()
+                log(_line(p, s, c, results[p, s, c]))
+    return [
+        PolicyCapacity(
+            p,
+            {s: results[p, s, "overall"] for s in settings.seeds},
+            {
+                s: results[p, s, "every-class"]
+                for s in settings.seeds
+                if (p, s, "every-class") in results
+            },
+        )
+        for p in policies
+    ]
 
 
-def _line(policy: str, seed: int, s: CapacitySearch) -> str:
+def _line(policy: str, seed: int, criterion: Criterion, s: CapacitySearch) -> str:
     return (
-        f"capacity {policy} seed {seed}: {s.capacity_rps:.3g} r/s "
+        f"capacity {policy} seed {seed} {criterion}: {s.capacity_rps:.3g} r/s "
         f"(bracket {s.lo_rps}..{s.hi_rps}, {s.iterations} probes)"
     )

@@ -56,7 +56,7 @@ def _check_name(name: str) -> None:
         raise UnknownNameError("scenario or experiment", name, valid)
 
 
-_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates", "seeds", "bracket")
+_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates", "seeds", "bracket", "page")
 
 
 def _run_experiment(args: argparse.Namespace) -> int:

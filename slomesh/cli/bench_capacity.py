@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from pydantic import ValidationError
 
 from shared.report.capacity import CapacityRow, format_capacity_table, write_capacity
 from slomesh.bench.capacity import CapacitySettings
+from slomesh.bench.capacity_page import update_page
 from slomesh.bench.capacity_run import probe_requests, run_capacity
 from slomesh.bench.scenarios import ScenarioSpec
 from slomesh.cli.errors import UsageError, describe
@@ -26,6 +29,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", type=float, default=0.9, help="capacity target in (0, 1]")
     p.add_argument("--seeds", help="comma-separated capacity seeds (default 0,1,2)")
     p.add_argument("--bracket", help="LO,HI r/s: a capacity bracket instead of searching one")
+    p.add_argument(
+        "--page",
+        type=Path,
+        help="also store this scenario's table in a generated results page (e.g. "
+        "docs/results/capacity.md; its data in the same path with .json) and render it again",
+    )
+    p.add_argument(
+        "--overall-only",
+        action="store_true",
+        help="search only the overall capacity, not the every-class one (half the probes)",
+    )
 
 
 def _ints(flag: str, text: str) -> list[int]:
@@ -37,7 +51,7 @@ def _ints(flag: str, text: str) -> list[int]:
 
 def settings_from_args(args: argparse.Namespace) -> CapacitySettings:
     """CapacitySettings from the command line; bad values are a UsageError naming the flag."""
-    fields: dict[str, object] = {"target": args.target}
+    fields: dict[str, object] = {"target": args.target, "every_class": not args.overall_only}
     if args.seeds is not None:
         fields["seeds"] = _ints("--seeds", args.seeds)
     if args.bracket is not None:
@@ -71,6 +85,8 @@ def run_capacity_cli(
             {s: r.capacity_rps for s, r in p.by_seed.items()},
             p.to_dict(),
             frozenset(s for s, r in p.by_seed.items() if r.hi_rps is None),
+            every_class_rps=p.every_class_rps,
+            every_class_unbounded=any(r.hi_rps is None for r in p.every_class_by_seed.values()),
         )
         for p in found
     ]
@@ -83,6 +99,11 @@ def run_capacity_cli(
         "wall_s": round(wall, 1),
     }
     write_capacity(out_dir, sc.name, settings.seeds, n, rows, settings.target, extra)
+    if args.page is not None:
+        command = shlex.join(["slomesh", *sys.argv[1:]])
+        update_page(
+            args.page, sc.name, sc.description, command, settings.seeds, n, settings.target, rows
+        )
     print(f"# {sc.name}: {sc.description}")
     print(
         f"# capacity at >= {100 * settings.target:g}% SLO attainment, start {start:g} req/s, "
