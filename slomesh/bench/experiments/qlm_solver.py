@@ -3,7 +3,7 @@
 Paper: solve time of the global scheduler's linear program against the number of queued
 requests; the solver works on request groups, so large groups (an A100 serving a 7B model) keep a
 400K-request queue at about 5 ms per request. Here: the seeded random problems of
-`slomesh bench-solver` (slomesh/cli/bench_solver.py `random_problem`: 8 heterogeneous virtual
+`slomesh bench-solver` (slomesh/bench/solver_problems.py `random_problem`: 8 heterogeneous virtual
 queues, 4 models, groups of random size, output length and deadline) for 1K-100K queued
 requests in groups of 64 on average (half the default δ·avg_batch_size = 128 split threshold),
 each problem planned by the ILP scheduler (QLM Eqs. 6-13 over its window of the most urgent
@@ -24,7 +24,7 @@ from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
 from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput, thin
 from slomesh.bench.experiments.helpers import Panel, save_figure
-from slomesh.cli.bench_solver import random_problem
+from slomesh.bench.solver_problems import random_problem
 
 SOLVERS = ("ilp", "heuristic")
 

@@ -41,7 +41,6 @@ STACK_KEYS = frozenset({"policy", "policy_options", "queue_policy", "scorpio", "
 
 KNOWN_UPWARD_IMPORTS: dict[str, set[str]] = {
     "slomesh/bench/compare/run.py": {"slomesh.cli"},
-    "slomesh/bench/experiments/qlm_solver.py": {"slomesh.cli"},
 }
 UPWARD = {
     "sim": ("slomesh.bench", "slomesh.cli"),

@@ -8,7 +8,7 @@ import pytest
 from services.scheduler.core.qlm.solvers.brute_force import brute_force_plan
 from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
 from services.scheduler.core.qlm.solvers.problem import GroupJob, QueueSlot, evaluate
-from slomesh.cli.bench_solver import random_problem
+from slomesh.bench.solver_problems import random_problem
 
 TWO = [
     QueueSlot("A", "x", ready_s=0.0, drain_s=0.5, swap_s={"y": 3.0}),
