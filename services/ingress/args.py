@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
+from services.ingress.core.entitlements import Entitlement
 from services.ingress.core.front_door import FrontDoorConfig
 from services.ingress.core.grpc_door import GrpcDoorConfig
 from services.ingress.core.request_meta import AdmissionConfig
-from services.ingress.core.slo import SLOPolicy
+from services.ingress.core.slo import SLOPolicy, resolve_slo
 from services.ingress.core.tenancy import TenancyConfig
 from services.ingress.predictor_feed import PredictorFeedConfig
 from shared.rpc.client import Transport
@@ -100,3 +103,23 @@ class IngressArgs(BaseModel):
     grpc_door: GrpcDoorConfig = GrpcDoorConfig()
     """The replicas' own gRPC server for the `Ingress` service (grpc_door.py), on
     grpc_door.host:grpc_door.port (127.0.0.1:9100); Serve's gRPC proxy is off by default."""
+
+    @model_validator(mode="after")
+    def _tenancy_knows_the_keys(self) -> Self:
+        """Key tenants are reserved from the fairness headers (anonymous callers naming one
+        get 403), and no default SLO (the policy's, a key's default class) is tighter than the
+        entitlement that gets it: defaults never earn a 403."""
+        reserved = self.tenancy.reserved_tenants | self.api_keys.tenants()
+        if reserved != self.tenancy.reserved_tenants:
+            self.tenancy = self.tenancy.model_copy(update={"reserved_tenants": reserved})
+        checks: list[tuple[str, Entitlement, str | None]] = [
+            (w, e, None) for w, e in self.tenancy.entitlements().items()
+        ]
+        for entry in self.api_keys.keys.values():
+            where = f"api_keys tenant '{entry.tenant}'"
+            checks.append((where, entry.entitlement, entry.default_class))
+        for where, ent, default_class in checks:
+            if default_class is not None and default_class not in self.slo.classes:
+                continue  # reported by api_keys.check_classes at start-up
+            ent.check_slo(resolve_slo(None, {}, default_class, self.slo), where)
+        return self

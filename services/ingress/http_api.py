@@ -122,6 +122,8 @@ _ERROR_STATUSES = {
     "wrong type or range, invalid Unicode, nesting over max_json_depth, prompt + max_tokens "
     "over the context)",
     401: "Missing or invalid API key (only when keys are configured)",
+    403: "Above the caller's entitlement (band, TTFT or TPOT); the message names the field "
+    "and the limit",
     404: "Unknown model; the message lists the served models",
     413: "Body over max_body_bytes",
     429: "Admission rejected this request for now; retry after Retry-After seconds",

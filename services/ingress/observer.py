@@ -62,6 +62,31 @@ def rejection_kind(reason: str) -> str:
     return "other"
 
 
+OTHER_TENANTS = "other"
+"""The `tenant` label of every tenant beyond the bounded set."""
+
+
+class TenantLabels:
+    """A bounded set of `tenant` label values: the first `max_labels` tenants seen (and the
+    `pinned` ones: anonymous, the overflow tenant) keep their name; every later one is
+    `other`. Ray's counters never drop a series, so the set must be bounded for good."""
+
+    def __init__(
+        self, max_labels: int = 64, pinned: frozenset[str] = frozenset({"anonymous", "overflow"})
+    ) -> None:
+        self.max_labels = max_labels
+        self._pinned = pinned
+        self._labels: set[str] = set()
+
+    def __call__(self, tenant: str) -> str:
+        if tenant in self._labels or tenant in self._pinned:
+            return tenant
+        if len(self._labels) < self.max_labels:
+            self._labels.add(tenant)
+            return tenant
+        return OTHER_TENANTS
+
+
 def outcome(record: RequestRecord) -> str:
     """`met` (SLO met), `missed` (finished late) or `failed` (no first token, or never
     finished: aborted by the client or failed mid-stream)."""
@@ -75,8 +100,10 @@ class ServeMetricsObserver:
     `ray_` (`ray_slomesh_ttft_seconds_bucket`); counters are registered with their `_total`.
     Serve adds the labels application, deployment and replica. See deploy/grafana/README.md."""
 
-    def __init__(self) -> None:
+    def __init__(self, tenant_labels: TenantLabels | None = None) -> None:
         from ray.serve import metrics
+
+        self._tenant_label = tenant_labels if tenant_labels is not None else TenantLabels()
 
         keys = ("model", "slo_class")
         self._ttft = metrics.Histogram(
@@ -118,7 +145,8 @@ class ServeMetricsObserver:
         )
         self._tenant_tokens = metrics.Counter(
             "slomesh_tenant_tokens_total",
-            "tokens served per tenant and criticality band (kind: input, output)",
+            "tokens served per tenant and criticality band (kind: input, output; tenants "
+            "beyond the bounded label set are counted as `other`)",
             tag_keys=("tenant", "band", "kind"),  # type: ignore[arg-type]
         )
         self._targets: dict[tuple[str, str], float] = {}
@@ -145,7 +173,10 @@ class ServeMetricsObserver:
         self._requests.inc(tags=tags)
         if record.output_tokens > 0:
             self._tokens.inc(record.output_tokens, tags=tags)
-            who = {"tenant": record.tenant, "band": band_name(record.criticality)}
+            who = {
+                "tenant": self._tenant_label(record.tenant),
+                "band": band_name(record.criticality),
+            }
             self._tenant_tokens.inc(record.input_tokens, tags={**who, "kind": "input"})
             self._tenant_tokens.inc(record.output_tokens, tags={**who, "kind": "output"})
 

@@ -63,6 +63,16 @@ def _with_seats(config: dict[str, Any], seats: int) -> dict[str, Any]:
     return config
 
 
+def _trusting_anonymous(config: dict[str, Any]) -> dict[str, Any]:
+    """The load generator sends no API key: let anonymous traffic ask for any class (the
+    default anonymous entitlement refuses the tightest, which the default mix uses)."""
+    for app in config["applications"]:
+        if app["name"] == "ingress":
+            tenancy = app.setdefault("args", {}).setdefault("tenancy", {})
+            tenancy["anonymous"] = {"max_criticality": 1, "min_ttft_ms": None, "min_tpot_ms": None}
+    return config
+
+
 def _served_model(config: dict[str, Any]) -> str:
     ingress = next(a for a in config["applications"] if a["name"] == "ingress")
     name: str = ingress["args"]["models"][0]["name"]
@@ -105,7 +115,7 @@ def _locust(args: argparse.Namespace, http: str, model: str, out: Path) -> dict[
 
 def run(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    base = mesh.load_config(mesh.CONFIGS[args.engine])
+    base = _trusting_anonymous(mesh.load_config(mesh.CONFIGS[args.engine]))
     if args.max_num_seqs is not None:
         if args.max_num_seqs < 1:
             raise UsageError(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")

@@ -13,6 +13,8 @@ from slomesh.cli import mesh
 from slomesh.cli.up import DEFAULT_METRICS_PORT, metrics_url
 
 TINY = "tiny-llama"
+GOLD_KEY = "sk-test-gold"
+GOLD = {"max_criticality": 1}
 
 
 def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
@@ -41,6 +43,8 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
             args["replicas"].append({"application": "replica-2", "gpu": "cpu", "model": TINY})
         if app["name"] == "ingress":
             args["batch"] = {"storage_dir": str(trace_file.parent / "batches"), "min_window_s": 1}
+            # a key that may ask for the critical band (anonymous traffic may not)
+            args["api_keys"] = {"keys": {GOLD_KEY: {"tenant": "gold", "entitlement": GOLD}}}
             args["models"].append(
                 {"name": TINY, "max_model_len": 2048, "tokenizer": str(tiny_model)}
             )

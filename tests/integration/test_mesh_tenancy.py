@@ -1,6 +1,7 @@
-"""Tenants and bands on the live mesh: bad tenancy headers are OpenAI 400s naming the header; under
-a burst, sheddable requests are shed first, each answered with 429, Retry-After and
-x-slomesh-drop-reason (none hangs), while critical requests are served."""
+"""Tenants and bands on the live mesh: bad tenancy headers are OpenAI 400s naming the header; a
+request above its entitlement is a 403 naming the field; under a burst, sheddable requests are
+shed first, each answered with 429, Retry-After and x-slomesh-drop-reason (none hangs), while
+critical requests (from a key entitled to them) are served."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 MODEL = "llama-3.1-8b"
 OBJ = "x-gateway-inference-objective"
 GW = "x-gateway-inference-fairness-id"
+GOLD_KEY = "sk-test-gold"  # conftest.mesh_config's key entitled to the critical band
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,24 @@ def test_mesh_bad_tenancy_header_is_a_clear_400(
     assert err["param"] == (param or "x-llm-d-slo-ttft-ms") and err["message"]
 
 
+@pytest.mark.parametrize(
+    ("headers", "body", "param"),
+    [({OBJ: "critical"}, {}, OBJ), ({}, {"slo": "tight"}, "slo"), ({GW: "gold"}, {}, GW)],
+)
+def test_mesh_above_the_entitlement_is_a_clear_403(
+    live_mesh: dict[str, Any], headers: dict[str, str], body: dict[str, Any], param: str
+) -> None:
+    body = {"model": MODEL, "prompt": "hi", "max_tokens": 2, **body}
+    r = httpx.post(f"{live_mesh['http']}/completions", json=body, headers=headers, timeout=30)
+    assert r.status_code == 403, r.text
+    err = r.json()["error"]
+    assert (err["type"], err["param"], err["code"]) == (
+        "permission_error",
+        param,
+        "entitlement_exceeded",
+    )
+
+
 def _call(url: str, objective: str, tenant: str) -> tuple[str, int, str, str, float]:
     # ignore_eos: every job runs its 3,000 tokens (about a second on the simulated replicas),
     # so the critical ones surely fill the seats and queue before the sheddable burst
@@ -42,6 +62,8 @@ def _call(url: str, objective: str, tenant: str) -> tuple[str, int, str, str, fl
         "stream": True,
     }
     headers = {OBJ: objective, GW: tenant, "x-slo-ttft-ms": "20000"}
+    if objective == "critical":  # anonymous callers may not ask for the critical band
+        headers["authorization"] = f"Bearer {GOLD_KEY}"
     t0 = time.monotonic()
     with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:
         if r.status_code != 200:

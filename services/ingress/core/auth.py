@@ -26,6 +26,7 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.ingress.core.entitlements import Entitlement
 from services.ingress.core.errors import unauthorized
 from services.ingress.core.slo import SLOPolicy
 
@@ -46,6 +47,9 @@ class KeyEntry(BaseModel):
     weight: float = Field(1.0, gt=0, allow_inf_nan=False)
     """Fairness weight of the tenant: its share of a band's tokens relative to other tenants
     (the scheduler's virtual token counter, VTC)."""
+    entitlement: Entitlement = Entitlement()
+    """What the key's requests may ask for: highest and default band, tightest TTFT / TPOT,
+    reject or clamp above them (default: anything, standard band when none is named)."""
 
 
 HASH_PREFIX = "sha256:"
@@ -117,16 +121,22 @@ class APIKeyConfig(BaseModel):
                     f"{', '.join(sorted(policy.classes))}"
                 )
 
+    def tenants(self) -> frozenset[str]:
+        """The tenants the keys name."""
+        return frozenset(entry.tenant for entry in self.keys.values())
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who sent a request: the tenant, the key's default SLO class (None: policy default), its
-    token-rate limit (None: unlimited) and its fairness weight."""
+    token-rate limit (None: unlimited), its fairness weight and its entitlement (None: none
+    from a key; tenancy resolution picks the configured or anonymous one)."""
 
     tenant: str
     default_class: str | None = None
     tokens_per_minute: int | None = None
     weight: float = 1.0
+    entitlement: Entitlement | None = None
 
 
 def _bearer_token(header: str | None) -> str | None:
@@ -165,4 +175,6 @@ def authenticate(authorization_header: str | None, config: APIKeyConfig) -> Prin
     entry = _lookup(token, config.keys)
     if entry is None:
         raise unauthorized("invalid API key")
-    return Principal(entry.tenant, entry.default_class, entry.tokens_per_minute, entry.weight)
+    return Principal(
+        entry.tenant, entry.default_class, entry.tokens_per_minute, entry.weight, entry.entitlement
+    )

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.ingress.core import APIError, APIKeyConfig, Principal, SLOPolicy, authenticate
+from services.ingress.core.entitlements import Entitlement
 
 KEYS = {"sk-a": {"tenant": "acme", "default_class": "chat"}, "sk-b": {"tenant": "bolt"}}
 OPEN = APIKeyConfig()
@@ -15,8 +16,8 @@ OPTIONAL = APIKeyConfig.model_validate({"keys": KEYS})
 REQUIRED = APIKeyConfig.model_validate({"keys": KEYS, "required": True})
 
 ANON = Principal("anonymous", None)
-ACME = Principal("acme", "chat")
-BOLT = Principal("bolt", None)
+ACME = Principal("acme", "chat", entitlement=Entitlement())  # a key's default: anything
+BOLT = Principal("bolt", None, entitlement=Entitlement())
 
 TABLE = [
     # (id, config, Authorization header, expected Principal or 401 fragment)

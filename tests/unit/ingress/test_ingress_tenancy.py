@@ -1,9 +1,10 @@
 """Tenants and bands at the ingress: the mapping from API key, fairness headers, objective
-header and body priority to tenant / criticality / engine priority, and the 400s and 429s
+header and body priority to tenant / criticality / engine priority, and the 400s, 403s and 429s
 (with x-slomesh-drop-reason) it answers. Pure core first, then the app in process."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from conftest import FakeMesh, build_ingress
 from fastapi.testclient import TestClient
 
+from services.ingress.core.entitlements import Entitlement
 from services.ingress.core.errors import APIError, overloaded
 from services.ingress.core.slo import SLOPolicy, parse_slo_headers, resolve_slo
 from services.ingress.core.tenancy import (
@@ -34,6 +36,7 @@ CFG = TenancyConfig(
         "chat-gold": ObjectiveSpec(criticality=5, slo_class="interactive"),
     },
     tenants={"acme": TenantSpec(weight=3.0, tokens_per_minute=1000)},
+    anonymous=Entitlement(max_criticality=1000),  # the mapping alone; entitlements below
 )
 
 
@@ -48,11 +51,12 @@ CFG = TenancyConfig(
         (None, {GW: "x", LLMD: "x"}, 0, ("x", 1.0, None, 0, None)),  # both, agreeing
         # an API key's tenant wins over any header (a client cannot claim another's share)
         ("keyco", {GW: "acme"}, 0, ("keyco", 2.0, 50, 0, None)),
-        # criticality: the objective header, else the body's priority (negative: sheddable)
+        # criticality: the objective header, else the entitlement's default (standard); the
+        # body's priority never sets it (vLLM's meaning: only a tie-break inside the band)
         (None, {OBJ: "sheddable"}, 0, ("anonymous", 1.0, None, -1, None)),
         (None, {OBJ: "chat-gold"}, -7, ("anonymous", 1.0, None, 5, "interactive")),
-        (None, {}, -3, ("anonymous", 1.0, None, -3, None)),
-        (None, {}, 2, ("anonymous", 1.0, None, 2, None)),
+        (None, {}, -3, ("anonymous", 1.0, None, 0, None)),
+        (None, {}, 2, ("anonymous", 1.0, None, 0, None)),
     ],
 )
 def test_tenancy_mapping(
@@ -66,6 +70,7 @@ def test_tenancy_mapping(
     assert (ten.tenant, ten.weight, ten.tokens_per_minute, ten.criticality, ten.slo_class) == (
         expected
     )
+    assert ten.tie_break == body_priority
 
 
 @pytest.mark.parametrize(
@@ -98,20 +103,35 @@ CLASSES = [0.5, 3.0, 15.0, 20.0, 60.0]
 
 
 @pytest.mark.parametrize(
-    ("criticality", "ttft_s", "expected"),
+    ("criticality", "ttft_s", "tie_break", "expected"),
     [
-        (1, 0.5, 0),  # critical, tightest class
-        (1, 60.0, 4),
-        (0, 20.0, 103),  # standard band starts at 100
-        (0, 10.0, 102),  # a custom TTFT between classes ranks between them
-        (-1, 0.5, 200),  # sheddable after every standard request
-        (-5, 3600.0, 205),
+        (1, 0.5, 0, -1000 + 20),  # critical, tightest class, no tie-break
+        (1, 60.0, 0, -1000 + 4 * 40 + 20),
+        (0, 20.0, 0, -400 + 3 * 40 + 20),  # standard band starts at -400
+        (0, 10.0, 0, -400 + 2 * 40 + 20),  # a custom TTFT between classes ranks between them
+        (-1, 0.5, 0, 200 + 20),  # sheddable after every standard request
+        (-5, 3600.0, 0, 200 + 5 * 40 + 20),
+        (0, 20.0, -3, -400 + 3 * 40 + 17),  # vLLM's meaning: lower priority first
+        (0, 20.0, 5, -400 + 3 * 40 + 25),
+        (0, 20.0, -1000, -400 + 3 * 40 + 0),  # clamped: never past its class or band
+        (0, 20.0, 1000, -400 + 3 * 40 + 39),
     ],
 )
-def test_engine_priority_orders_bands_then_classes(
-    criticality: int, ttft_s: float, expected: int
+def test_engine_priority_orders_bands_then_classes_then_the_body_priority(
+    criticality: int, ttft_s: float, tie_break: int, expected: int
 ) -> None:
-    assert engine_priority(criticality, SLO(ttft_s), CLASSES) == expected
+    assert engine_priority(criticality, SLO(ttft_s), CLASSES, tie_break) == expected
+
+
+def test_the_body_priority_breaks_ties_only_inside_band_and_class() -> None:
+    """Every (band, class) pair keeps its order whatever priorities the bodies carry."""
+    keys = [(c, t) for c in (1, 0, -1) for t in CLASSES]  # most urgent first
+    for (c1, t1), (c2, t2) in itertools.pairwise(keys):
+        worst_first = engine_priority(c1, SLO(t1), CLASSES, 1000)
+        best_second = engine_priority(c2, SLO(t2), CLASSES, -1000)
+        assert worst_first < best_second
+    assert engine_priority(1, SLO(0.1), CLASSES, -1000) >= -1000
+    assert engine_priority(-1, SLO(1e9), CLASSES, 1000) < 1000  # the Batch API's is last
 
 
 @pytest.mark.parametrize(
@@ -170,20 +190,21 @@ def test_ingress_sends_tenant_band_and_engine_priority_to_the_scheduler(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     mesh = RecordingMesh()
-    for c in _client(monkeypatch, mesh, api_keys={"keys": {"k1": {"tenant": "t1", "weight": 2}}}):
-        r = c.post("/v1/completions", json=BODY, headers={GW: "gw-tenant", OBJ: "critical"})
+    keys = {"keys": {"k1": {"tenant": "t1", "weight": 2}}}
+    for c in _client(monkeypatch, mesh, api_keys=keys):
+        r = c.post("/v1/completions", json=BODY, headers={GW: "gw-tenant", OBJ: "sheddable"})
         assert r.status_code == 200, r.text
         r = c.post(
             "/v1/completions",
             json=BODY | {"priority": -2, "slo": "batch-1"},
-            headers={"Authorization": "Bearer k1", GW: "ignored"},
+            headers={"Authorization": "Bearer k1", GW: "ignored", OBJ: "critical"},
         )
         assert r.status_code == 200, r.text
     first, second = mesh.metas
-    assert (first.tenant, first.criticality, first.tenant_weight) == ("gw-tenant", 1, 1.0)
-    assert first.priority < 100  # critical band
-    assert (second.tenant, second.criticality, second.tenant_weight) == ("t1", -2, 2.0)
-    assert second.priority >= 200  # sheddable band
+    assert (first.tenant, first.criticality, first.tenant_weight) == ("gw-tenant", -1, 1.0)
+    assert first.priority >= 200  # sheddable band
+    assert (second.tenant, second.criticality, second.tenant_weight) == ("t1", 1, 2.0)
+    assert second.priority < -400  # critical band (the body's priority is only a tie-break)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +224,7 @@ def test_ingress_bad_tenancy_header_is_openai_400(
 
 def test_ingress_scheduler_drop_reason_becomes_the_header(monkeypatch: pytest.MonkeyPatch) -> None:
     for c in _client(monkeypatch, RecordingMesh(drop_reason="sheddable-saturated")):
-        r = c.post("/v1/completions", json=BODY | {"priority": -1})
+        r = c.post("/v1/completions", json=BODY, headers={OBJ: "sheddable"})
     assert r.status_code == 429
     assert r.headers["x-slomesh-drop-reason"] == "sheddable-saturated"
     assert r.headers["retry-after"] == "1"
@@ -214,11 +235,14 @@ def test_ingress_sheds_sheddable_traffic_first_when_saturated(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     mesh = RecordingMesh()
-    app, inst = build_ingress(monkeypatch, mesh, max_admitting_requests=4)
+    keys = {"keys": {"gold": {"tenant": "gold"}}}
+    app, inst = build_ingress(monkeypatch, mesh, max_admitting_requests=4, api_keys=keys)
     with TestClient(app, raise_server_exceptions=False) as c:
         inst.pipeline.admitting = 3  # over half of max_admitting_requests already admitting
         shed = c.post("/v1/completions", json=BODY, headers={OBJ: "sheddable"})
-        kept = c.post("/v1/completions", json=BODY, headers={OBJ: "critical"})
+        kept = c.post(
+            "/v1/completions", json=BODY, headers={OBJ: "critical", "Authorization": "Bearer gold"}
+        )
     assert shed.status_code == 429
     assert shed.headers["x-slomesh-drop-reason"] == "sheddable-saturated"
     assert "Retry-After" in shed.headers
