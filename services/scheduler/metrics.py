@@ -3,12 +3,19 @@
 Ray's exporter serves them as `ray_<name>` (deploy/grafana/README.md lists them as scraped).
 Gauges are re-set every few seconds: Ray drops a gauge not set for two report intervals (~20 s),
 and an idle or stuck mesh must not vanish from the dashboard.
+
+Per-tenant gauges are set at most once per REFRESH_S, not on every event, and for a bounded
+set of tenants (`TenancyConfig.max_tenant_series`: the first live tenants keep their label
+while the VTC keeps them; the rest are one `other` series), so neither the cost of an event
+nor the number of series grows with the number of tenants.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.prefix_metrics import PrefixMetrics
@@ -16,7 +23,10 @@ from shared.metrics.fairness import jain
 from shared.metrics.summary import band_name
 
 REFRESH_S = 5.0
-"""How often the gauges are re-set without a dispatch (Ray drops them after ~20 s)."""
+"""How often the gauges are re-set without a dispatch (Ray drops them after ~20 s), and how
+often the per-tenant ones are set at most."""
+OTHER_TENANTS = "other"
+"""The `tenant` label of the tenants beyond max_tenant_series."""
 
 POLICY_EVENTS = (
     "replans",
@@ -34,8 +44,10 @@ class SchedulerMetrics:
     """In flight and evicted per replica, the global queue, each virtual queue, and the queueing
     policy's events."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         from ray.serve import metrics
+
+        self._clock = clock
 
         self.in_flight = metrics.Gauge(
             "slomesh_in_flight_requests",
@@ -70,12 +82,14 @@ class SchedulerMetrics:
         self._virtual_tokens = metrics.Gauge(
             "slomesh_tenant_virtual_tokens",
             "a tenant's virtual token counter (VTC: weighted tokens charged; fairness picks the "
-            "smallest among tenants with queued work)",
+            "smallest among tenants with queued work); `other`: the mean of the tenants beyond "
+            "the labelled ones",
             tag_keys=("tenant",),
         )
         self._charged = metrics.Gauge(
             "slomesh_tenant_charged_tokens",
-            "tokens dispatched per tenant (input + predicted output, corrected to the actual)",
+            "tokens dispatched per tenant (input + predicted output, corrected to the actual); "
+            "`other`: the sum of the tenants beyond the labelled ones",
             tag_keys=("tenant",),
         )
         self._jain = metrics.Gauge(
@@ -86,6 +100,10 @@ class SchedulerMetrics:
         self._prefix = PrefixMetrics()
         """Prefix hit rate, tokens and pins from the policy's prefix index."""
         self._last_charged: dict[str, float] = {}
+        self._labelled: set[str] = set()
+        """Tenants exported under their own name (at most max_tenant_series)."""
+        self._tenants_at: float | None = None
+        """When the per-tenant gauges were last set (monotonic seconds)."""
         self._seen: dict[str, int] = {}
         self._refresher: asyncio.Task[None] | None = None
 
@@ -121,21 +139,43 @@ class SchedulerMetrics:
         self._queue_wait.observe(seconds, tags={"band": band_name(criticality)})
 
     def _report_tenants(self, core: AdmissionCore) -> None:
-        """VTC counters and charged tokens per tenant, and Jain's index of the weighted tokens
-        dispatched since the last report among the tenants with queued work."""
+        """VTC counters and charged tokens per labelled tenant (the rest as `other`), and Jain's
+        index of the weighted tokens dispatched since the last report among the tenants with
+        queued work; at most once per REFRESH_S."""
         selector = getattr(core.policy, "selector", None)
         if selector is None:  # not a queueing policy with tenancy
             return
+        now = self._clock()
+        if self._tenants_at is not None and now - self._tenants_at < REFRESH_S:
+            return
+        self._tenants_at = now
         vtc = selector.vtc
+        cap = selector.cfg.max_tenant_series
+        self._labelled &= vtc.counters.keys()  # forgotten tenants free their label
+        for tenant in vtc.counters:
+            if len(self._labelled) >= cap:
+                break
+            self._labelled.add(tenant)
+        rest_counters, rest_charged = [], 0.0
         for tenant, value in vtc.counters.items():
-            self._virtual_tokens.set(value, tags={"tenant": tenant})
-        shares = []
-        for tenant, charged in vtc.served_tokens.items():
-            self._charged.set(charged, tags={"tenant": tenant})
-            delta = charged - self._last_charged.get(tenant, 0.0)
-            self._last_charged[tenant] = charged
-            if tenant in vtc.active:
-                shares.append(delta / vtc.weight_of(tenant))
+            charged = vtc.served_tokens.get(tenant, 0.0)
+            if tenant in self._labelled:
+                self._virtual_tokens.set(value, tags={"tenant": tenant})
+                self._charged.set(charged, tags={"tenant": tenant})
+            else:
+                rest_counters.append(value)
+                rest_charged += charged
+        if rest_counters:
+            mean = sum(rest_counters) / len(rest_counters)
+            self._virtual_tokens.set(mean, tags={"tenant": OTHER_TENANTS})
+            self._charged.set(rest_charged, tags={"tenant": OTHER_TENANTS})
+        active = set(vtc.active)
+        shares = [
+            (charged - self._last_charged.get(tenant, 0.0)) / vtc.weight_of(tenant)
+            for tenant, charged in vtc.served_tokens.items()
+            if tenant in active
+        ]
+        self._last_charged = dict(vtc.served_tokens)
         self._jain.set(jain(shares))
 
     async def _refresh(self, core: AdmissionCore) -> None:

@@ -55,3 +55,30 @@ def test_scheduler_exports_vtc_counters_jain_and_band_queue_wait(
     m.queue_wait(-2, 0.1)
     waits = metrics["slomesh_queue_wait_seconds"].values
     assert set(waits) == {(("band", "critical"),), (("band", "sheddable"),)}
+
+
+def test_scheduler_tenant_series_are_bounded_and_set_once_per_refresh(
+    metrics: dict[str, FakeMetric],
+) -> None:
+    from services.scheduler.metrics import REFRESH_S
+
+    policy = create_global_policy("qlm", {"tenancy": {"max_tenant_series": 3}})
+    rep = LiveReplica("replica-0", "cpu", "m", None, max_num_seqs=1)
+    core = AdmissionCore([rep], policy, "qlm", 64)
+    clock = [0.0]
+    m = SchedulerMetrics(clock=lambda: clock[0])
+    for k in range(10):
+        core.admit(Request(f"r{k}", "m", 100, 20, 0.0, SLO(20.0), tenant=f"t{k}"), 0.0)
+    m.report(core)
+    counters = metrics["slomesh_tenant_virtual_tokens"].values
+    labels = {dict(k)["tenant"] for k in counters}
+    assert len(labels) == 4 and "other" in labels  # 3 tenants by name, the rest folded
+    charged = metrics["slomesh_tenant_charged_tokens"].values
+    served = core.policy.selector.vtc.served_tokens  # type: ignore[attr-defined]
+    assert sum(charged.values()) == pytest.approx(sum(served.values()))
+    counters.clear()
+    m.report(core)  # another event within REFRESH_S: no per-tenant work
+    assert counters == {}
+    clock[0] += REFRESH_S
+    m.report(core)
+    assert {dict(k)["tenant"] for k in counters} == labels  # labels stick while tenants live

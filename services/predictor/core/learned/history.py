@@ -11,6 +11,10 @@ Means are shrunk with `prior_strength` pseudo-observations: the model mean towar
 
 The shipped model seeds the per-model and per-(tenant, model) keys from its training data (counts
 capped at the saturation count), so a fresh predictor already knows the trained models.
+
+Per-(tenant, model) keys are bounded (`max_tenant_keys`, least recently observed dropped first):
+a forgotten tenant's requests get its model's mean, as a new tenant's do, so the memory and the
+cost of an observation stay flat however many tenant names arrive.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from numpy.typing import NDArray
 
 HISTORY_FEATURES = 3
 """Columns of `features`: hist_mean, model_conf, tenant_conf."""
+MAX_TENANT_KEYS = 4096
+"""Default bound on the (tenant, model) keys kept."""
 
 
 def shrunk_features(
@@ -47,7 +53,11 @@ class LengthHistory:
     """Decayed per-model and per-(tenant, model) counts and log-length sums (module docstring)."""
 
     def __init__(
-        self, global_mean: float, half_life_observations: float, prior_strength: float
+        self,
+        global_mean: float,
+        half_life_observations: float,
+        prior_strength: float,
+        max_tenant_keys: int = MAX_TENANT_KEYS,
     ) -> None:
         if not math.isfinite(global_mean):
             raise ValueError(f"history.global_mean must be finite, got {global_mean}")
@@ -55,6 +65,9 @@ class LengthHistory:
             raise ValueError("history.half_life_observations must be > 0")
         if not prior_strength > 0:
             raise ValueError("history.prior_strength must be > 0")
+        if max_tenant_keys < 1:
+            raise ValueError("history.max_tenant_keys must be >= 1")
+        self.max_tenant_keys = max_tenant_keys
         self.global_mean = float(global_mean)
         self.half_life_observations = float(half_life_observations)
         self.prior_strength = float(prior_strength)
@@ -81,7 +94,9 @@ class LengthHistory:
         y = math.log(max(1, output_tokens))
         n, s = self.models.get(model, (0.0, 0.0))
         self.models[model] = (self.decay * n + 1.0, self.decay * s + y)
-        n, s = self.tenants.get((tenant, model), (0.0, 0.0))
+        n, s = self.tenants.pop((tenant, model), (0.0, 0.0))
+        while len(self.tenants) >= self.max_tenant_keys:  # least recently observed first
+            del self.tenants[next(iter(self.tenants))]
         self.tenants[(tenant, model)] = (self.decay * n + 1.0, self.decay * s + y)
 
     def seed(

@@ -35,3 +35,9 @@ class TenancyConfig(BaseModel):
     shed_backlog_factor: float = Field(1.0, gt=0)
     """A sheddable arrival is rejected when the shortest predicted backlog of the replicas
     serving its model exceeds this multiple of its TTFT SLO."""
+    tenant_idle_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    """A tenant with nothing queued or running and no arrival for this long is forgotten (its
+    VTC counter and tokens; fairness/vtc.py), seconds of the requests' arrival clock."""
+    max_tenant_series: int = Field(64, ge=1)
+    """Tenants exported with their own `tenant` label in the per-tenant metrics (the first
+    live ones, kept while they live); the rest are exported as `other`."""

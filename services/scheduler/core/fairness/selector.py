@@ -37,24 +37,31 @@ class GroupSelector:
     def __init__(self, config: TenancyConfig | None = None) -> None:
         self.cfg = config if config is not None else TenancyConfig()
         self.vtc = VirtualTokenCounter(self.cfg.vtc)
-        self._tenants: set[str] = set()
-        self._bands: set[int] = set()
+        self._first: tuple[str, int] | None = None
+        """Tenant and criticality of the first arrival."""
+        self._many_tenants = False
+        self._many_bands = False
 
     def contended(self, request: Request) -> bool:
         """Whether there is a choice for bands or fairness to make: more than one band (bands
         on) or more than one tenant (fairness on) among the arrivals so far, this one included.
         QLM's direct dispatch of tight classes (qlm/tight_classes.py) bypasses the virtual
         queues, so it applies only where this is False: a shared cluster queues every request
-        for bands and fairness to order."""
-        self._tenants.add(request.tenant)
-        self._bands.add(request.criticality)
+        for bands and fairness to order. Also the selector's clock: the arrival time ages out
+        idle tenants' counters (`tenant_idle_s`)."""
+        if self._first is None:
+            self._first = (request.tenant, request.criticality)
+        self._many_tenants |= request.tenant != self._first[0]
+        self._many_bands |= request.criticality != self._first[1]
+        self.vtc.seen(request.tenant, request.arrival_s)
+        self.vtc.forget_idle(request.arrival_s, self.cfg.tenant_idle_s)
         return self.is_contended
 
     @property
     def is_contended(self) -> bool:
         """`contended` without counting a new arrival."""
-        return (self.cfg.bands and len(self._bands) > 1) or (
-            self.cfg.fairness != "off" and len(self._tenants) > 1
+        return (self.cfg.bands and self._many_bands) or (
+            self.cfg.fairness != "off" and self._many_tenants
         )
 
     def choose(self, groups: Sequence[G]) -> G | None:

@@ -21,11 +21,18 @@ largest single charge); a tenant whose demand is below its fair share is served 
 and the server never idles while a request is queued (work conservation is the caller's: it
 asks `pick` whenever it has room).
 
-Pure: no clock, no I/O; the caller says when tenants' queues change.
+- Forgetting (`forget_idle`): a tenant with nothing queued or running whose last arrival is
+  `idle_s` old is dropped (counter, tokens, weight). Were it to come back it is lifted like a
+  new tenant, to the smallest active counter, so forgetting costs fairness nothing beyond the
+  lift the paper already applies, and the state stays bounded by the tenants of the last
+  `idle_s` however many distinct names arrive.
+
+Pure: no clock, no I/O; the caller says when tenants' queues change and what time it is.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,6 +76,39 @@ class VirtualTokenCounter:
         self._open: dict[str, _Charge] = {}
         self._weights: dict[str, float] = {}
         """The weight each tenant's last request carried."""
+        self._open_count: dict[str, int] = {}
+        """Tenant -> its dispatched requests not yet finished or refunded."""
+        self._last_seen: OrderedDict[str, float] = OrderedDict()
+        """Tenant -> its latest arrival time, least recent first (forget_idle)."""
+
+    # ---- bounded state ----------------------------------------------------------------------
+    def seen(self, tenant: str, now_s: float) -> None:
+        """A request of `tenant` arrived at `now_s`."""
+        last = self._last_seen.pop(tenant, now_s)
+        self._last_seen[tenant] = max(last, now_s)
+
+    def forget_idle(self, now_s: float, idle_s: float) -> int:
+        """Drop the tenants with nothing queued or dispatched whose last arrival is at least
+        `idle_s` before `now_s` (module docstring); returns how many. Busy ones are looked at
+        again `idle_s` later, so each call costs O(1) amortised."""
+        dropped = 0
+        while self._last_seen:
+            tenant, seen = next(iter(self._last_seen.items()))
+            if now_s - seen < idle_s:
+                break
+            del self._last_seen[tenant]
+            if tenant in self._active or self._open_count.get(tenant, 0) > 0:
+                self._last_seen[tenant] = now_s
+                continue
+            for table in (self.counters, self.served_tokens, self._weights):
+                table.pop(tenant, None)
+            dropped += 1
+        return dropped
+
+    @property
+    def tenants(self) -> int:
+        """Tenants with any state kept."""
+        return len(self.counters.keys() | self._last_seen.keys())
 
     # ---- queue changes --------------------------------------------------------------------
     def enqueued(self, tenant: str) -> None:
@@ -131,26 +171,40 @@ class VirtualTokenCounter:
             self.served_tokens.get(tenant, 0.0) + input_tokens + predicted_output_tokens
         )
         self._open[request_id] = _Charge(tenant, w, predicted_output_tokens)
+        self._open_count[tenant] = self._open_count.get(tenant, 0) + 1
         return cost / w
+
+    def _close(self, request_id: str) -> _Charge | None:
+        ch = self._open.pop(request_id, None)
+        if ch is not None:
+            n = self._open_count.get(ch.tenant, 0) - 1
+            if n > 0:
+                self._open_count[ch.tenant] = n
+            else:
+                self._open_count.pop(ch.tenant, None)
+        return ch
 
     def charge_finish(self, request_id: str, output_tokens: int) -> None:
         """Correct a dispatched request's charge to its actual output tokens."""
-        ch = self._open.pop(request_id, None)
+        ch = self._close(request_id)
         if ch is None:
             return
         delta = output_tokens - ch.predicted_output
-        self.counters[ch.tenant] += self.cfg.output_token_weight * delta / ch.weight
-        self.served_tokens[ch.tenant] += delta
+        c = self.counters.get(ch.tenant, 0.0)
+        self.counters[ch.tenant] = c + self.cfg.output_token_weight * delta / ch.weight
+        self.served_tokens[ch.tenant] = self.served_tokens.get(ch.tenant, 0.0) + delta
 
     def refund(self, request_id: str, input_tokens: int) -> None:
         """A dispatched request never ran (rejected by the engine, its replica lost): take its
         whole charge back."""
-        ch = self._open.pop(request_id, None)
+        ch = self._close(request_id)
         if ch is None:
             return
         cost = (
             self.cfg.input_token_weight * input_tokens
             + self.cfg.output_token_weight * ch.predicted_output
         )
-        self.counters[ch.tenant] -= cost / ch.weight
-        self.served_tokens[ch.tenant] -= input_tokens + ch.predicted_output
+        self.counters[ch.tenant] = self.counters.get(ch.tenant, 0.0) - cost / ch.weight
+        self.served_tokens[ch.tenant] = self.served_tokens.get(ch.tenant, 0.0) - (
+            input_tokens + ch.predicted_output
+        )
