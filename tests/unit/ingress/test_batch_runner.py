@@ -13,6 +13,7 @@ from batch_doubles import (
     PRINCIPAL,
     FakeClock,
     ScriptedExecutor,
+    batch_jsonl,
     new_batch,
     open_store,
     output_lines,
@@ -218,3 +219,38 @@ def test_resume_after_a_runner_dies_mid_batch(tmp_path: Path) -> None:
     done = executor_a.completed + executor_b.completed
     assert all(done[f"r{i}"] == 1 for i in range(12)), done
     assert {"r2", "r3"} <= set(executor_b.completed)
+
+
+@pytest.mark.parametrize(
+    ("content", "delete_input", "code", "text"),
+    [
+        (batch_jsonl(3) + b"not json\n" + batch_jsonl(1), False, "invalid_request", "line 4"),
+        (batch_jsonl(4), True, "invalid_request", "was deleted"),
+        (
+            batch_jsonl(2, url="/v1/chat/completions"),
+            False,
+            "mismatched_endpoint",
+            "does not match",
+        ),
+    ],
+    ids=["bad-line-mid-file", "input-deleted", "other-endpoint"],
+)
+def test_validation_streams_the_file_and_rolls_back(
+    tmp_path: Path, content: bytes, delete_input: bool, code: str, text: str
+) -> None:
+    """The input is validated and journaled in pieces in one transaction: a failure anywhere
+    fails the batch with its reason and leaves no journal row behind."""
+    clock = FakeClock()
+    store = open_store(tmp_path)
+    file = store.create_file("anonymous", "in.jsonl", "batch", content, clock())
+    row = store.create_batch(PRINCIPAL, file["id"], "/v1/completions", "1h", 3600, None, 0)
+    if delete_input:
+        store.file_path(file["id"]).unlink()
+    executor = ScriptedExecutor(clock)
+    asyncio.run(runner(store, executor, clock).run_batch(row["id"]))
+    after = store.get_batch(row["id"])
+    assert after is not None and after["status"] == "failed"
+    error = json.loads(after["errors"])[0]
+    assert error["code"] == code and text in error["message"]
+    journal = store._db.execute("SELECT COUNT(*) FROM requests WHERE batch_id = ?", (row["id"],))
+    assert journal.fetchone()[0] == 0 and not executor.calls
