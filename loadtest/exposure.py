@@ -1,6 +1,9 @@
 """Exposure check: call every internal RPC through Serve's gRPC proxy without the mesh credential
 (expect UNAUTHENTICATED) and with it (expect anything but UNAUTHENTICATED), and list which
-ports the mesh's processes listen on. Run against a running `slomesh up`.
+ports the mesh's processes listen on. Run against a running `slomesh up` whose config turns
+Serve's gRPC proxy on (`grpc_options.grpc_servicer_functions`; it is off by default, and then
+no internal service answers gRPC outside the replicas' own servers, which require the credential
+too: services/ingress/README.md, "Listeners").
 
     .venv/bin/python loadtest/exposure.py [--target 127.0.0.1:9000]
 """

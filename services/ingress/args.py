@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
 from services.ingress.core.entitlements import Entitlement
-from services.ingress.core.front_door import FrontDoorConfig
+from services.ingress.core.front_door import FrontDoorConfig, is_loopback
 from services.ingress.core.grpc_door import GrpcDoorConfig
 from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy, resolve_slo
@@ -103,6 +103,11 @@ class IngressArgs(BaseModel):
     grpc_door: GrpcDoorConfig = GrpcDoorConfig()
     """The replicas' own gRPC server for the `Ingress` service (grpc_door.py), on
     grpc_door.host:grpc_door.port (127.0.0.1:9100); Serve's gRPC proxy is off by default."""
+    allow_unauthenticated_public_listeners: bool = False
+    """Let front_door or grpc_door listen beyond loopback while api_keys.required is false.
+    The risk: anyone who can reach the address generates on your GPUs, reads the Batch API's
+    files of the anonymous tenant and spends everyone's capacity. Without it such a config is
+    refused at start (`slomesh up` checks Serve's proxies the same way)."""
 
     @model_validator(mode="after")
     def _tenancy_knows_the_keys(self) -> Self:
@@ -122,4 +127,21 @@ class IngressArgs(BaseModel):
             if default_class is not None and default_class not in self.slo.classes:
                 continue  # reported by api_keys.check_classes at start-up
             ent.check_slo(resolve_slo(None, {}, default_class, self.slo), where)
+        return self
+
+    @model_validator(mode="after")
+    def _no_open_public_doors(self) -> Self:
+        if self.api_keys.required or self.allow_unauthenticated_public_listeners:
+            return self
+        public = [
+            f"{name}.host {door.host!r}"
+            for name, door in (("front_door", self.front_door), ("grpc_door", self.grpc_door))
+            if door.enabled and not is_loopback(door.host)
+        ]
+        if public:
+            raise ValueError(
+                f"{' and '.join(public)} listen beyond loopback but api_keys.required is "
+                "false, so anyone who reaches them can generate: set api_keys (required: "
+                "true), bind 127.0.0.1, or set allow_unauthenticated_public_listeners: true"
+            )
         return self

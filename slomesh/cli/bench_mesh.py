@@ -80,6 +80,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+SERVE_GRPC_PORT = 9000
+"""Where the benchmark's mesh runs Serve's gRPC proxy."""
+
+
 def _zero_time_config(
     transport: str, engine: str = "simulated", hot_path: str = "fast"
 ) -> dict[str, Any]:
@@ -98,7 +102,8 @@ def _zero_time_config(
             args["tracing"] = {"exporter": "none"}
         elif app["name"] == "scheduler":
             args["max_in_flight_per_replica"] = 4096
-    return config
+    # Serve's gRPC proxy, off by default, measures one gRPC hop (and carries transport "grpc")
+    return mesh.with_serve_grpc_proxy(config, SERVE_GRPC_PORT)
 
 
 async def _direct_engine_ttft(n: int) -> list[float]:
@@ -290,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         direct = asyncio.run(_direct_engine_ttft(args.requests))
     started = mesh.start(config)
     try:
-        _, grpc_target = mesh.endpoints(config)
+        grpc_target = f"127.0.0.1:{SERVE_GRPC_PORT}"  # Serve's gRPC proxy: a Replica hop
         http = _api_url(config, args.door)
         result = asyncio.run(_probe(args, http, grpc_target, direct))
         result["door"] = args.door

@@ -1,5 +1,6 @@
-"""The ingress replicas' own HTTP door in a mesh config (services/ingress/front_door.py): where
-it answers, whether its port is free before a start, and waiting until it answers."""
+"""The ingress replicas' own doors in a mesh config (services/ingress/front_door.py and
+grpc_door.py): where they answer, whether the HTTP door's port is free, and waiting until the
+doors answer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from typing import Any
 
 from services.ingress.core.front_door import FrontDoorConfig, base_url
+from services.ingress.core.grpc_door import GrpcDoorConfig, grpc_target
 from slomesh.cli.ports import port_taken
 
 INGRESS_IMPORT_PATH = "services.ingress.deployment:build_app"
@@ -19,6 +21,16 @@ def door_config(config: dict[str, Any]) -> FrontDoorConfig | None:
         if app.get("import_path") == INGRESS_IMPORT_PATH:
             door = FrontDoorConfig.model_validate((app.get("args") or {}).get("front_door", {}))
             return door if door.enabled else None
+    return None
+
+
+def grpc_door_target(config: dict[str, Any]) -> str | None:
+    """host:port of the ingress replicas' own gRPC server on this machine, or None."""
+    for app in config.get("applications", []):
+        if app.get("import_path") == INGRESS_IMPORT_PATH:
+            args = (app.get("args") or {}).get("grpc_door", {})
+            door = GrpcDoorConfig.model_validate(args)
+            return grpc_target(door) if door.enabled else None
     return None
 
 
@@ -45,19 +57,31 @@ def door_port_taken(config: dict[str, Any]) -> str | None:
 
 
 def wait_for_door(config: dict[str, Any], timeout_s: float = 60.0) -> None:
-    """Wait until the door answers `/v1/models` (the replicas start serving it just after Serve
-    reports them running)."""
+    """Wait until the HTTP door answers `/v1/models` and the gRPC door accepts a connection
+    (the replicas start serving just after Serve reports them running)."""
+    import grpc
     import httpx
 
-    url = door_url(config)
-    if url is None:
-        return
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    url = door_url(config)
+    while url is not None:
         try:
             if httpx.get(f"{url}/models", timeout=5).status_code == 200:
-                return
+                break
         except httpx.HTTPError:
             pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the ingress's front door {url} did not answer in {timeout_s:.0f} s"
+            )
         time.sleep(0.2)
-    raise RuntimeError(f"the ingress's front door {url} did not answer in {timeout_s:.0f} s")
+    target = grpc_door_target(config)
+    if target is None:
+        return
+    with grpc.insecure_channel(target) as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 1))
+        except grpc.FutureTimeoutError:
+            raise RuntimeError(
+                f"the ingress's gRPC door {target} did not answer in {timeout_s:.0f} s"
+            ) from None

@@ -1,4 +1,4 @@
-"""Starting the mesh from a Serve config on an embedded local Ray (`slomesh up`), and `status`.
+"""Starting the mesh from a Serve config on an embedded local Ray (`slomesh up`).
 
 The config is the same file `serve deploy` takes; each application's `import_path` names an
 application builder that receives the entry's `args`. All applications deploy together and
@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from shared.rpc.mesh_auth import MESH_TOKEN_ENV, credential_metadata, new_mesh_token
-from slomesh.cli.front_door import door_port_taken, door_url, wait_for_door
-from slomesh.cli.ports import port_taken
+from shared.rpc.mesh_auth import MESH_TOKEN_ENV, new_mesh_token
+from slomesh.cli import listeners
+from slomesh.cli.front_door import door_url, grpc_door_target, wait_for_door
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
@@ -123,31 +123,25 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
     return out
 
 
-class PortTaken(RuntimeError):
-    """A port the mesh must own is already bound by another process."""
+PortTaken = listeners.PortTaken
+check_transport = listeners.check_transport
+with_serve_grpc_proxy = listeners.with_serve_grpc_proxy
+
+START_PORT_WAIT_S = 5.0
+"""How long a start waits for a port held by a mesh that is still stopping before refusing."""
 
 
-def check_ports_free(config: dict[str, Any]) -> None:
-    """Refuse to start when the HTTP or gRPC port is taken, naming it. Serve's proxies bind
-    with SO_REUSEPORT, so a second mesh would otherwise share them silently and the kernel
-    would spread requests over both; this bind (without SO_REUSEPORT) fails when any other
-    socket holds the port."""
-    http = config.get("http_options", {})
-    grpc = config.get("grpc_options", {})
-    checks = [
-        ("http_options.port", http.get("host", "127.0.0.1"), int(http.get("port", 8000))),
-        ("grpc_options.port", "::", int(grpc.get("port", 9000))),
-    ]
-    taken = door_port_taken(config)
-    if taken is not None:
-        raise PortTaken(taken)
-    for field, host, port in checks:
-        why = port_taken(host, port)
-        if why is not None:
-            raise PortTaken(
-                f"{field}: port {port} on {host} is taken ({why}); stop the other "
-                "mesh or Serve instance, or pick another port in the config"
-            )
+def check_ports_free(
+    config: dict[str, Any],
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    wait_s: float = 0.0,
+) -> None:
+    """Refuse to start when a port the mesh listens on is taken, naming its field
+    (listeners.py); the mesh's listeners bind with SO_REUSEPORT, so a second mesh would
+    otherwise share them silently."""
+    found = listeners.listeners(config, metrics_host, metrics_port)
+    listeners.check_ports_free(found, wait_s)
 
 
 def mesh_token_file() -> Path:
@@ -183,18 +177,27 @@ def _builder(import_path: str) -> Any:
 
 
 def start(
-    config: dict[str, Any], num_cpus: int | None = None, metrics_port: int | None = None
+    config: dict[str, Any],
+    num_cpus: int | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> float:
     """Start Ray, Serve and every application; returns the seconds it took. Ray's Prometheus
-    exporter listens on `metrics_port` (None: a port Ray picks; deploy/grafana/README.md)."""
+    exporter listens on `metrics_host:metrics_port` (None: a port Ray picks;
+    deploy/grafana/README.md); "127.0.0.1" makes the embedded Ray node a loopback one."""
     import ray
     from ray import serve
     from ray.serve.api import RunTarget
 
     t0 = time.monotonic()
-    check_ports_free(config)
+    check_transport(config)
+    check_ports_free(config, metrics_port, metrics_host, wait_s=START_PORT_WAIT_S)
     ensure_mesh_token()
-    os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "0"  # our proxies never share a port
+    # Serve's proxies bind with SO_REUSEADDR only together with SO_REUSEPORT (Serve's own
+    # default): without it a proxy restarted at once cannot bind while the connections its
+    # predecessor closed sit in TIME_WAIT ("Failed to bind to address 127.0.0.1:8000"). A second
+    # mesh sharing the port is refused by check_ports_free instead.
+    os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "1"
     for key, value in (SERVE_HOT_PATH_ENV | MESH_PROCESS_ENV).items():
         os.environ.setdefault(key, value)  # inherited by Ray's processes
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
@@ -205,6 +208,7 @@ def start(
         include_dashboard=False,
         log_to_driver=False,
         _metrics_export_port=metrics_port,
+        **loopback_node(metrics_host),
     )
     serve.start(
         proxy_location=config.get("proxy_location", "HeadOnly"),
@@ -224,7 +228,8 @@ def start(
             for app in apps
         ]
     )
-    _wait_for_routes(config, [a.get("route_prefix") for a in apps])
+    if listeners.serve_http_proxy_enabled(config):
+        _wait_for_routes(config, [a.get("route_prefix") for a in apps])
     wait_for_door(config)
     return time.monotonic() - t0
 
@@ -250,21 +255,48 @@ def _wait_for_routes(
     raise RuntimeError(f"Serve's proxy did not publish routes {sorted(want)} in {timeout_s:.0f} s")
 
 
-def stop() -> None:
+STOP_PORT_WAIT_S = 15.0
+"""How long `stop` waits for the mesh's processes to let go of its ports."""
+
+
+def stop(config: dict[str, Any] | None = None) -> None:
+    """Stop Serve and Ray; with `config`, return once none of its ports answers any more (Ray
+    ends the replica processes a moment after `ray.shutdown`), so a start right after it finds
+    them free."""
     import ray
     from ray import serve
 
     serve.shutdown()  # type: ignore[no-untyped-call]
     ray.shutdown()
+    if config is not None:
+        listeners.wait_until_closed(listeners.listeners(config), STOP_PORT_WAIT_S)
 
 
 def endpoints(config: dict[str, Any]) -> tuple[str, str]:
+    """(Serve's HTTP proxy's OpenAI base URL, the gRPC address of the `Ingress` service: the
+    ingress's own gRPC door, else Serve's gRPC proxy)."""
     http = config.get("http_options", {})
     grpc = config.get("grpc_options", {})
+    host = http.get("host", "127.0.0.1")
     return (
-        f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}/v1",
-        f"{http.get('host', '127.0.0.1')}:{grpc.get('port', 9000)}",
+        f"http://{host}:{http.get('port', 8000)}/v1",
+        grpc_door_target(config) or f"{host}:{grpc.get('port', 9000)}",
     )
+
+
+def loopback_node(metrics_host: str) -> dict[str, Any]:
+    """`ray.init` arguments that make the embedded node a loopback one when `metrics_host` is
+    loopback. Ray's metrics exporter binds every interface unless its node's address is a
+    loopback one, and `ray.init` turns a loopback `_node_ip_address` into the machine's routable
+    address unless Ray's single-machine mode (what it does on macOS and Windows) is on: set it
+    for this process and the Ray processes it starts."""
+    if metrics_host != "127.0.0.1":
+        return {}
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    return {"_node_ip_address": "127.0.0.1"}
 
 
 def openai_url(config: dict[str, Any]) -> str:
@@ -278,39 +310,3 @@ def wait_for_interrupt() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
-
-
-def replica_status(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each replica's engine state, asked over gRPC through the proxy."""
-    import grpc
-
-    from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
-
-    _, target = endpoints(config)
-    load_mesh_token()
-    out = []
-    with grpc.insecure_channel(target) as channel:
-        stub = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
-        for app in config["applications"]:
-            name = app["name"]
-            if not name.startswith("replica-"):
-                continue
-            try:
-                st = stub.Status(
-                    replica_pb2.StatusQuery(),
-                    metadata=[("application", name), *credential_metadata()],
-                    timeout=5,
-                )
-                out.append(
-                    {
-                        "application": name,
-                        "engine": st.engine,
-                        "model": st.active_model,
-                        "waiting": st.waiting,
-                        "running": st.running,
-                        "kv_blocks": f"{st.kv_used_blocks}/{st.kv_total_blocks}",
-                    }
-                )
-            except grpc.RpcError as err:
-                out.append({"application": name, "error": err.code().name})
-    return out

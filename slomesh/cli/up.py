@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from slomesh.cli import mesh
+from slomesh.cli import listeners, mesh
 from slomesh.cli.errors import UsageError
-from slomesh.cli.ports import port_taken
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 
@@ -16,6 +15,9 @@ FLAGSHIP_STACK = "slomesh"
 
 DEFAULT_METRICS_PORT = 8080
 """Where `slomesh up` exports Prometheus metrics (Ray's `_metrics_export_port`)."""
+METRICS_HOSTS = ("127.0.0.1", "0.0.0.0")
+"""Where Ray's exporter can listen: loopback (the embedded Ray node is a loopback one) or every
+interface (Ray's default)."""
 
 
 def _port(text: str) -> int:
@@ -28,17 +30,6 @@ def _port(text: str) -> int:
 def metrics_url(port: int) -> str:
     """The scrape URL of Ray's metrics export on this machine."""
     return f"http://127.0.0.1:{port}/metrics"
-
-
-def check_metrics_port_free(port: int) -> None:
-    """Ray's exporter binds `port` on every interface and fails late when it is taken: refuse
-    first, naming it."""
-    why = port_taken("", port)
-    if why is not None:
-        raise UsageError(
-            f"--metrics-port: port {port} is taken ({why}); stop the other "
-            "exporter or pick another port"
-        )
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,8 +62,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--metrics-port",
         type=_port,
         default=DEFAULT_METRICS_PORT,
-        help="port of the Prometheus scrape endpoint (Ray's metrics export, all interfaces; "
+        help="port of the Prometheus scrape endpoint (Ray's metrics export; "
         f"default {DEFAULT_METRICS_PORT}); see deploy/grafana/README.md",
+    )
+    up.add_argument(
+        "--metrics-host",
+        choices=METRICS_HOSTS,
+        default=METRICS_HOSTS[0],
+        help="where the metrics export listens: 127.0.0.1 (default) or 0.0.0.0, every interface "
+        "(read-only metrics, no authentication: tenant names, load, SLO attainment)",
+    )
+    up.add_argument(
+        "--allow-unauthenticated-public-listeners",
+        action="store_true",
+        help="start although a listener serving the API (front door, gRPC door, Serve's proxies) "
+        "is bound beyond loopback while the ingress requires no API key: anyone who reaches it "
+        "can generate, use the Batch API and spend the mesh's capacity",
     )
     up.add_argument(
         "--exit-after-start",
@@ -80,7 +85,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="start, print the endpoints and the start-up time, then shut down",
     )
     up.set_defaults(func=run_up)
-    st = sub.add_parser("status", help="the mesh's replicas, asked through the gRPC proxy")
+    st = sub.add_parser("status", help="the running mesh's replicas, asked over Serve handles")
     st.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
     st.add_argument("--config", type=Path)
     st.set_defaults(func=run_status)
@@ -119,13 +124,19 @@ def run_up(args: argparse.Namespace) -> int:
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
         build_tiny_model(default_tiny_model_dir())
+    if args.allow_unauthenticated_public_listeners:
+        config = listeners.allow_public_listeners(config)
     try:
-        mesh.check_ports_free(config)
-    except mesh.PortTaken as err:
+        found = listeners.listeners(config, args.metrics_host, args.metrics_port)
+        mesh.check_transport(config)
+        listeners.check_exposure(config, found)
+        listeners.check_ports_free(found, wait_s=mesh.START_PORT_WAIT_S)
+    except (ValueError, listeners.PortTaken, listeners.PublicWithoutKeys) as err:
         raise UsageError(str(err)) from None
-    check_metrics_port_free(args.metrics_port)
     try:
-        took = mesh.start(config, args.num_cpus, metrics_port=args.metrics_port)
+        took = mesh.start(
+            config, args.num_cpus, metrics_port=args.metrics_port, metrics_host=args.metrics_host
+        )
         http, grpc = mesh.endpoints(config)
         api = mesh.openai_url(config)
         via = f" (straight to the ingress replicas; through Serve's proxy: {http})"
@@ -133,20 +144,23 @@ def run_up(args: argparse.Namespace) -> int:
             f"slomesh is up in {took:.1f} s: OpenAI API {api}{via if api != http else ''}, "
             f"gRPC {grpc}, Prometheus metrics {metrics_url(args.metrics_port)}"
         )
+        print(listeners.table(found))
         print("applications: " + ", ".join(a["name"] for a in config["applications"]))
         print(f"stack: {stack_name or 'none (the config file as written)'}")
         if not args.exit_after_start:
             print("Ctrl-C to stop")
             mesh.wait_for_interrupt()
     finally:
-        mesh.stop()
+        mesh.stop(config)
         print("slomesh stopped")
     return 0
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from slomesh.cli.status import replica_status
+
     config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
-    rows = mesh.replica_status(config)
+    rows = replica_status(config)
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     return 1 if any("error" in r for r in rows) else 0

@@ -5,49 +5,37 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import grpc
 import httpx
 import ray
 
-from shared.rpc.mesh_auth import credential_metadata
-from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
+from tests.integration.handles import engine_load
 
 MODEL = "llama-3.1-8b"
 
 
-def _running(target: str) -> int:
-    with grpc.insecure_channel(target) as ch:
-        stub = replica_pb2_grpc.ReplicaStub(ch)
-        total = 0
-        for app in ("replica-0", "replica-1"):
-            st = stub.Status(
-                replica_pb2.StatusQuery(),
-                metadata=[("application", app), *credential_metadata()],
-                timeout=10,
-            )
-            total += st.running + st.waiting
-        return total
+def _running() -> int:
+    return engine_load(("replica-0", "replica-1"))
 
 
-def _wait_idle(target: str, timeout_s: float = 20.0) -> int:
+def _wait_idle(timeout_s: float = 20.0) -> int:
     deadline = time.time() + timeout_s
-    busy = _running(target)
+    busy = _running()
     while busy and time.time() < deadline:
         time.sleep(0.2)
-        busy = _running(target)
+        busy = _running()
     return busy
 
 
 def test_mesh_disconnect_mid_stream_frees_the_engine_slot(live_mesh: dict[str, Any]) -> None:
-    assert _wait_idle(live_mesh["grpc"]) == 0
+    assert _wait_idle() == 0
     body = {"model": MODEL, "prompt": "long", "max_tokens": 5000, "stream": True}
     with httpx.stream("POST", f"{live_mesh['http']}/completions", json=body, timeout=30) as r:
         lines = r.iter_lines()
         got = [next(lines) for _ in range(3)]
         assert any(line.startswith("data: {") for line in got)
-        assert _running(live_mesh["grpc"]) >= 1  # generating while we hold the stream
+        assert _running() >= 1  # generating while we hold the stream
     # the client went away: the engine must drop the request long before 5000 tokens
-    assert _wait_idle(live_mesh["grpc"], 15.0) == 0
+    assert _wait_idle(15.0) == 0
 
 
 def test_mesh_replica_killed_mid_stream_is_a_clear_error(live_mesh: dict[str, Any]) -> None:

@@ -9,14 +9,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import grpc
 import httpx
 import openai
 import pytest
 
-from shared.rpc.mesh_auth import credential_metadata
-from shared.rpc.slomesh.v1 import replica_pb2, replica_pb2_grpc
 from slomesh.cli.front_door import door_url
+from tests.integration.handles import engine_load
 
 MODEL = "llama-3.1-8b"
 TINY = "tiny-llama"
@@ -108,26 +106,16 @@ def test_front_door_overload_is_429_with_retry_after(live_mesh: dict[str, Any]) 
         assert json.loads(text)["error"]["type"] == "rate_limit_exceeded"
 
 
-def _busy(target: str) -> int:
-    with grpc.insecure_channel(target) as ch:
-        stub = replica_pb2_grpc.ReplicaStub(ch)
-        total = 0
-        for app in ("replica-0", "replica-1", "replica-2"):
-            st = stub.Status(
-                replica_pb2.StatusQuery(),
-                metadata=[("application", app), *credential_metadata()],
-                timeout=10,
-            )
-            total += st.running + st.waiting
-        return total
+def _busy() -> int:
+    return engine_load(("replica-0", "replica-1", "replica-2"))
 
 
-def _wait_idle(target: str, timeout_s: float) -> int:
+def _wait_idle(timeout_s: float) -> int:
     deadline = time.time() + timeout_s
-    busy = _busy(target)
+    busy = _busy()
     while busy and time.time() < deadline:
         time.sleep(0.2)
-        busy = _busy(target)
+        busy = _busy()
     return busy
 
 
@@ -150,7 +138,7 @@ def test_front_door_client_leaving_aborts_the_engine_request(
     leave in time): the client leaves after the first chunk (stream) or gives up waiting for
     the JSON answer (not streamed); the engine request is aborted, not run to its 2000
     tokens (its execution span ends without finish_reason "length")."""
-    assert _wait_idle(live_mesh["grpc"], 20.0) == 0
+    assert _wait_idle(20.0) == 0
     url = f"{_doors(live_mesh)['front']}/completions"
     body = {"model": TINY, "prompt": "long", "max_tokens": 2000, "ignore_eos": True}
     trace = ("%02x" % (0x10 + stream)) * 16
@@ -161,7 +149,7 @@ def test_front_door_client_leaving_aborts_the_engine_request(
         ) as r:
             lines = r.iter_lines()
             assert any(next(lines).startswith("data: {") for _ in range(3))
-            assert _busy(live_mesh["grpc"]) >= 1
+            assert _busy() >= 1
     else:
         with pytest.raises(httpx.ReadTimeout):  # the client gives up before the answer
             httpx.post(url, json=body, headers=headers, timeout=httpx.Timeout(30, read=0.5))
@@ -169,7 +157,7 @@ def test_front_door_client_leaving_aborts_the_engine_request(
     assert execution is not None, "no execution span: the request never reached the replica"
     assert execution["attributes"].get("slomesh.finish_reason") != "length", execution
     assert "slomesh.output_tokens" not in execution["attributes"], execution
-    assert _wait_idle(live_mesh["grpc"], 15.0) == 0
+    assert _wait_idle(15.0) == 0
 
 
 def test_front_door_request_is_traced_like_the_proxy_door(live_mesh: dict[str, Any]) -> None:

@@ -224,7 +224,7 @@ def multinode_config(http_port: int, grpc_port: int) -> dict[str, Any]:
     application pinned to the head (custom resource `head`), replica-1 to node 2 (`node2`)."""
     config = copy.deepcopy(mesh.load_config(mesh.CONFIGS["simulated"]))
     config["http_options"] = {"host": "127.0.0.1", "port": http_port}
-    config["grpc_options"]["port"] = grpc_port
+    config = mesh.with_serve_grpc_proxy(config, grpc_port)  # the sampler asks replicas there
     config["logging_config"] = {"log_level": "WARNING", "enable_access_log": False}
     for app in config["applications"]:
         name = app["name"]
@@ -243,6 +243,7 @@ def multinode_config(http_port: int, grpc_port: int) -> dict[str, Any]:
         if name == "ingress":  # the ingress's own door: a port of this cluster's, never one a
             # mesh beside it holds (SO_REUSEPORT would let these replicas join that mesh's door)
             app["args"]["front_door"] = {"port": _free_port()}
+            app["args"]["grpc_door"] = {"port": _free_port()}
     return config
 
 

@@ -14,14 +14,13 @@ import itertools
 import random
 from typing import Any
 
-import grpc
 import pytest
 from scipy.stats import kendalltau
 
 from services.predictor.core.learned.dataset import approx_tokens
 from services.predictor.data import ARENA_FILE, DEFAULT_DATA_DIR, load_arena_hard
-from shared.rpc.mesh_auth import credential_metadata
-from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, predictor_pb2_grpc
+from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2
+from tests.integration.handles import HandleStub
 
 MODEL = "brief-7b-live"
 TENANT = "live-learning-test"
@@ -68,19 +67,18 @@ def test_live_predictor_learns_an_unseen_models_habit(live_mesh: dict[str, Any])
     rng.shuffle(prompts)
     lines = [(p, _habit(approx_tokens(p), rng)) for p in prompts[: PROBE + STREAM]]
     probe, stream = lines[:PROBE], lines[PROBE:]
-    md = [("application", "predictor"), *credential_metadata()]
-    with grpc.insecure_channel(live_mesh["grpc"]) as ch:
-        stub = predictor_pb2_grpc.PredictorStub(ch)
-        before = _probe_tau(stub, md, probe, "probe-before")
-        observed = []
-        for i, (p, y) in enumerate(stream):
-            meta = _meta(f"live-learn-{i}", p)
-            stub.Predict(predictor_pb2.PredictRequest(meta=meta, prompt=p), metadata=md, timeout=10)
-            reply = stub.Observe(
-                predictor_pb2.Observation(meta=meta, output_tokens=y), metadata=md, timeout=10
-            )
-            observed.append(reply.observations)
-        after = _probe_tau(stub, md, probe, "probe-after")
+    md: list[tuple[str, str]] = []
+    stub = HandleStub("predictor")  # over its Serve handle: Serve's gRPC proxy is off
+    before = _probe_tau(stub, md, probe, "probe-before")
+    observed = []
+    for i, (p, y) in enumerate(stream):
+        meta = _meta(f"live-learn-{i}", p)
+        stub.Predict(predictor_pb2.PredictRequest(meta=meta, prompt=p), metadata=md, timeout=10)
+        reply = stub.Observe(
+            predictor_pb2.Observation(meta=meta, output_tokens=y), metadata=md, timeout=10
+        )
+        observed.append(reply.observations)
+    after = _probe_tau(stub, md, probe, "probe-after")
     print(f"probe tau before {before:.3f}, after {len(stream)} observations {after:.3f}")
     assert all(b > a for a, b in itertools.pairwise(observed))
     assert after >= before + 0.2

@@ -19,9 +19,10 @@ def _free_port() -> int:
 
 
 def _config(http_port: int, grpc_port: int) -> dict[str, object]:
+    """Serve's HTTP proxy and its gRPC proxy (on: servicers listed)."""
     return {
         "http_options": {"host": "127.0.0.1", "port": http_port},
-        "grpc_options": {"port": grpc_port},
+        "grpc_options": {"port": grpc_port, "grpc_servicer_functions": ["m:add_X"]},
         "applications": [{"name": "x"}],
     }
 

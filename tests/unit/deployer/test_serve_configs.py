@@ -28,7 +28,6 @@ def test_serve_config_validates(path: Path) -> None:
     assert len(names) == len(set(names))
     prefixes = [a.route_prefix for a in schema.applications]
     assert all(prefixes) and len(prefixes) == len(set(prefixes))  # gRPC proxy needs prefixes
-    assert schema.grpc_options is not None and schema.grpc_options.grpc_servicer_functions
 
 
 def test_deployer_emitted_config_validates() -> None:
