@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--stacks",
         "--policies",
         dest="policies",
-        default="vllm-fcfs,edf,qlm",
+        default="vllm-fcfs,edf,qlm-recompute,slomesh",
         help="comma-separated stacks (names or stack files)",
     )
     p.add_argument("--requests", type=int, default=300, help="requests in the trace")

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--stacks",
         "--policies",
         dest="policies",
-        default="vllm-fcfs,qlm",
+        default="vllm-fcfs,slomesh",
         help="comma-separated stacks (names or stack files)",
     )
     p.add_argument("--users", type=int, default=48, help="Locust users (closed loop)")

@@ -26,6 +26,7 @@ QLM_VARIANTS = [  # one setting of `qlm` changed each: run in tests/unit/schedul
     "qlm-no-swap",
     "qlm-no-balance",
     "qlm-true-lengths",
+    "qlm-recompute",
 ]
 
 # SCORPIO and batch-forming stacks reject or slice requests: tests/unit/sim/test_sim_slo_stacks.py

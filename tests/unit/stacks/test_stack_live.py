@@ -110,3 +110,12 @@ def test_live_stack_file_by_path(tmp_path: Path) -> None:
     config = apply_stack(_config(), load_stack(str(path)))
     sched = next(a for a in config["applications"] if a["name"] == "scheduler")
     assert sched["args"]["policy_label"] == "mine"
+
+
+def test_vllm_runs_qlm_by_recompute() -> None:
+    apps = _apps("qlm-recompute")
+    assert (
+        apps["scheduler"]["policy"] == "qlm"
+        and apps["scheduler"]["policy_label"] == "qlm-recompute"
+    )
+    assert "scorpio" not in apps["replica-0"]["vllm"]
