@@ -5,27 +5,24 @@ The batch's completion window becomes the request's SLO: its end-to-end deadline
 one batch share QLM's partition (model, class, TTFT) and form request groups together), in the
 SLO class `batch`. With the longest deadlines in the mesh, QLM places their groups behind
 every interactive group in the virtual queues, in the band `BatchConfig.criticality` (-1,
-sheddable: the lowest default band, served after and shed before the others); the replicas see
-the lowest vLLM priority (`BatchConfig.priority`). A 429/503 from admission comes back as an
+sheddable: the lowest default band, served after and shed before the others). The line's body
+goes to vLLM as the same request online would (`stream` off), and its answer is the line's
+response body. A 429/503 from admission comes back as an
 `ExecResult` with its Retry-After for the runner to retry later.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from typing import Any
 
 from services.ingress.core.auth import Principal
-from services.ingress.core.batch_files import ENDPOINTS, BatchConfig
+from services.ingress.core.batch_files import BatchConfig
 from services.ingress.core.batch_runner import BatchRequest, ExecResult
 from services.ingress.core.errors import APIError
-from services.ingress.core.openai_schema import (
-    ChatCompletionRequest,
-    chat_completion_response,
-    completion_response,
-    validate_body,
-)
+from services.ingress.core.request_view import read_view
+from services.ingress.openai_relay import collect
 from services.ingress.pipeline import BatchAdmission, Pipeline
 from shared.domain import SLO
 
@@ -48,38 +45,19 @@ class PipelineExecutor:
         self.config = config
 
     async def execute(self, request: BatchRequest) -> ExecResult:
-        kind = ENDPOINTS[request.url]
+        """One line, answered as the same request online is answered (vLLM's body)."""
+        data = {**request.body, "stream": False}
         try:
-            body = validate_body(request.body, kind).model_copy(
-                update={"priority": self.config.priority, "stream": False}
-            )
             admission = BatchAdmission(
                 Principal(**request.principal),
                 batch_slo(request.deadline_abs_s, time.time()),
                 f"{request.request_id[:12]}-{request.attempt}",
                 self.config.criticality,
             )
-            admitted = await self.pipeline.admit(body, {}, None, admission)
-            parts: list[str] = []
-            reason, tokens = "stop", 0
-            try:
-                async for chunk in admitted.chunks:
-                    parts.append(chunk.text)
-                    tokens = chunk.output_tokens
-                    if chunk.finished:
-                        reason = chunk.finish_reason or "stop"
-            finally:
-                await admitted.chunks.aclose()  # type: ignore[attr-defined]
+            view = read_view(request.url, data, self.pipeline.default_model)
+            raw = json.dumps(data).encode()
+            admitted = await self.pipeline.admit(view, raw, {}, None, admission)
+            status, body = await collect(admitted)
         except APIError as err:
             return ExecResult(err.status, err.body(), err.retry_after_s)
-        build = chat_completion_response if kind is ChatCompletionRequest else completion_response
-        out: dict[str, Any] = build(
-            request_id=admitted.request.request_id,
-            model=body.model,
-            created_s=admitted.request.arrival_s,
-            text="".join(parts),
-            finish_reason=reason,  # type: ignore[arg-type]
-            prompt_tokens=admitted.request.input_tokens,
-            completion_tokens=tokens,
-        )
-        return ExecResult(200, out)
+        return ExecResult(status, json.loads(body))

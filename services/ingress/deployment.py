@@ -11,13 +11,14 @@ handlers parse the raw bodies themselves.
 from __future__ import annotations
 
 import asyncio
-import time
+import json
+import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Path
 from fastapi import Request as HTTPRequest
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from opentelemetry import context as otel_context
 from ray import serve
 from ray.serve import Application
@@ -26,17 +27,8 @@ from ray.serve.config import BackpressureConfig
 from services.ingress.args import IngressArgs
 from services.ingress.batch_api import BatchAPI
 from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
-from services.ingress.core.openai_schema import (
-    SSE_DONE,
-    ChatCompletionRequest,
-    ChunkStream,
-    CompletionRequest,
-    chat_completion_response,
-    completion_response,
-    parse_body,
-    sse,
-    validate_body,
-)
+from services.ingress.core.json_body import decode_json
+from services.ingress.core.request_view import read_view
 from services.ingress.doors import open_doors
 from services.ingress.front_door import FrontDoor, door_lifespan, in_serve_replica
 from services.ingress.grpc_door import GrpcDoor
@@ -49,7 +41,8 @@ from services.ingress.http_api import (
     read_body,
 )
 from services.ingress.observer import ServeMetricsObserver
-from services.ingress.pipeline import Admitted, Pipeline
+from services.ingress.openai_relay import grpc_chunks, http_response, model_card
+from services.ingress.pipeline import Pipeline
 from services.ingress.predictor_feed import serve_drop_counter
 from shared.rpc.slomesh.v1 import ingress_pb2
 from shared.telemetry import context_from, setup_tracing
@@ -64,18 +57,25 @@ def _error(err: APIError) -> JSONResponse:
     return error_response(err)
 
 
-async def _collect(admitted: Admitted) -> tuple[str, Any, int]:
-    parts, reason, tokens = [], "stop", 0
-    async for chunk in admitted.chunks:
-        parts.append(chunk.text)
-        tokens = chunk.output_tokens
-        if chunk.finished:
-            reason = chunk.finish_reason or "stop"
-    return "".join(parts), reason, tokens
+def _decode(raw: bytes, limits: Any) -> Any:
+    """The body's JSON under the ingress's hostile-input rules (size, depth, Unicode); a body
+    that is not JSON at all goes to vLLM as it came, which answers its own 400."""
+    try:
+        return decode_json(
+            raw, max_body_bytes=limits.max_body_bytes, max_json_depth=limits.max_json_depth
+        )
+    except APIError as err:
+        if err.code != "invalid_json":
+            raise
+        return None
 
 
-def _grpc_body(req: ingress_pb2.GenerateRequest) -> CompletionRequest | ChatCompletionRequest:
-    data: dict[str, Any] = {"model": req.model, "priority": req.priority}
+def _grpc_body(req: ingress_pb2.GenerateRequest) -> tuple[str, dict[str, Any]]:
+    """The OpenAI body of a gRPC GenerateRequest: chat when it has messages, else a completion;
+    streamed, with its SLO as slomesh's `slo` extension."""
+    data: dict[str, Any] = {"model": req.model, "stream": True}
+    if req.priority:
+        data["priority"] = req.priority
     if req.max_tokens:
         data["max_tokens"] = req.max_tokens
     if req.temperature:
@@ -95,9 +95,9 @@ def _grpc_body(req: ingress_pb2.GenerateRequest) -> CompletionRequest | ChatComp
         data["slo"] = req.slo_class
     if req.messages:
         data["messages"] = [{"role": m.role, "content": m.content} for m in req.messages]
-        return validate_body(data, ChatCompletionRequest)
+        return "/v1/chat/completions", data
     data["prompt"] = req.prompt
-    return validate_body(data, CompletionRequest)
+    return "/v1/completions", data
 
 
 def _grpc_status(http_status: int) -> Any:
@@ -231,113 +231,74 @@ class IngressDeployment:
 
     @app.get("/v1/models")
     async def list_models(self) -> dict[str, Any]:
+        """The served models, in vLLM's shape (`root`: the model's tokenizer directory)."""
         data = [
-            {
-                "id": m.name,
-                "object": "model",
-                "owned_by": "slomesh",
-                "max_model_len": m.max_model_len,
-            }
+            model_card(
+                m.name,
+                os.path.expanduser(m.tokenizer) if m.tokenizer else m.name,
+                m.max_model_len,
+            )
             for m in self.args.models
         ]
         return {"object": "list", "data": data}
 
     @app.post("/v1/completions", **completion_route_docs("CompletionRequest"))
     async def completions(self, request: HTTPRequest) -> Response:
-        return await self._serve_http(request, CompletionRequest)
+        return await self._serve_http(request)
 
     @app.post("/v1/chat/completions", **completion_route_docs("ChatCompletionRequest"))
     async def chat_completions(self, request: HTTPRequest) -> Response:
-        return await self._serve_http(request, ChatCompletionRequest)
+        return await self._serve_http(request)
 
-    async def _serve_http(
-        self, request: HTTPRequest, kind: type[CompletionRequest] | type[ChatCompletionRequest]
-    ) -> Response:
-        """One HTTP completion; whatever fails, the answer is OpenAI's error JSON."""
+    @app.post("/v1/responses")
+    async def responses(self, request: HTTPRequest) -> Response:
+        """vLLM's Responses API (without `store`: every request stands alone)."""
+        return await self._serve_http(request)
+
+    @app.post("/tokenize")
+    async def tokenize(self, request: HTTPRequest) -> Response:
+        return await self._serve_http(request)
+
+    @app.post("/detokenize")
+    async def detokenize(self, request: HTTPRequest) -> Response:
+        return await self._serve_http(request)
+
+    async def _serve_http(self, request: HTTPRequest) -> Response:
+        """One OpenAI call, answered by vLLM on a replica; whatever fails on the way, the
+        answer is an error JSON in OpenAI's shape."""
         try:
-            return await self._answer_http(request, kind)
+            return await self._answer_http(request)
         except APIError as err:
             return _error(err)
         except Exception as exc:
             log.exception("unexpected error serving %s", request.url.path)
             return _error(internal_error(exc))
 
-    async def _answer_http(
-        self, request: HTTPRequest, kind: type[CompletionRequest] | type[ChatCompletionRequest]
-    ) -> Response:
+    async def _answer_http(self, request: HTTPRequest) -> Response:
         limits = self.args.admission
         token = otel_context.attach(context_from(dict(request.headers)))
         try:
             raw = await read_body(request, limits.max_body_bytes)
-            body = parse_body(
-                raw,
-                kind,
-                max_body_bytes=limits.max_body_bytes,
-                max_json_depth=limits.max_json_depth,
-            )
+            view = read_view(request.url.path, _decode(raw, limits), self.args.models[0].name)
             admitted = await self.pipeline.admit(
-                body, dict(request.headers), request.headers.get("authorization")
+                view, raw, dict(request.headers), request.headers.get("authorization")
             )
         finally:
             otel_context.detach(token)
-        stream = ChunkStream(
-            "chat" if isinstance(body, ChatCompletionRequest) else "completion",
-            request_id=admitted.request.request_id,
-            model=body.model,
-            created_s=time.time(),
-            include_usage=body.include_usage,
-        )
-        if body.stream:
-            return StreamingResponse(self._sse(admitted, stream), media_type="text/event-stream")
-        try:
-            text, reason, tokens = await _collect(admitted)
-        except BaseException:
-            await admitted.chunks.aclose()  # type: ignore[attr-defined]  # ends the replica call
-            raise
-        build = chat_completion_response if stream.kind == "chat" else completion_response
-        return JSONResponse(
-            build(
-                request_id=admitted.request.request_id,
-                model=body.model,
-                created_s=stream.created_s,
-                text=text,
-                finish_reason=reason,
-                prompt_tokens=admitted.request.input_tokens,
-                completion_tokens=tokens,
-            )
-        )
-
-    async def _sse(self, admitted: Admitted, stream: ChunkStream) -> AsyncIterator[bytes]:
-        tokens = 0
-        try:
-            async for chunk in admitted.chunks:
-                tokens = chunk.output_tokens
-                if chunk.finished:
-                    for c in stream.finish(
-                        chunk.finish_reason or "stop",  # type: ignore[arg-type]
-                        prompt_tokens=admitted.request.input_tokens,
-                        completion_tokens=tokens,
-                        text=chunk.text,
-                    ):
-                        yield sse(c)
-                else:
-                    for c in stream.delta(chunk.text):
-                        yield sse(c)
-        except APIError as err:
-            yield sse(err.body())
-        except Exception as exc:
-            log.exception("unexpected error streaming request %s", admitted.request.request_id)
-            yield sse(internal_error(exc).body())
-        yield SSE_DONE
+        return await http_response(admitted)
 
     async def Generate(
         self, request: ingress_pb2.GenerateRequest, grpc_context: Any = None
     ) -> AsyncIterator[ingress_pb2.GenerateChunk]:
+        """The gRPC twin of the completions and chat routes: the request goes to vLLM as an
+        OpenAI body (stream: true) and its events come back as text chunks."""
         metadata = dict(grpc_context.invocation_metadata()) if grpc_context else {}
         token = otel_context.attach(context_from(metadata))
         try:
-            body = _grpc_body(request)
-            admitted = await self.pipeline.admit(body, metadata, metadata.get("authorization"))
+            route, body = _grpc_body(request)
+            raw = json.dumps(body).encode()
+            view = read_view(route, body, self.args.models[0].name)
+            admitted = await self.pipeline.admit(view, raw, metadata, metadata.get("authorization"))
         except APIError as err:
             if grpc_context is not None:  # Serve keeps a status set before the raise
                 grpc_context.set_code(_grpc_status(err.status))
@@ -345,16 +306,14 @@ class IngressDeployment:
             raise RuntimeError(err.message) from None  # plain: it must pickle to the proxy
         finally:
             otel_context.detach(token)
-        rid = admitted.request.request_id
-        async for chunk in admitted.chunks:
-            yield ingress_pb2.GenerateChunk(
-                request_id=rid,
-                text=chunk.text,
-                output_tokens=chunk.output_tokens,
-                prompt_tokens=admitted.request.input_tokens,
-                finished=chunk.finished,
-                finish_reason=chunk.finish_reason,
-            )
+        try:
+            async for chunk in grpc_chunks(admitted):
+                yield chunk
+        except APIError as err:
+            if grpc_context is not None:
+                grpc_context.set_code(_grpc_status(err.status))
+                grpc_context.set_details(err.message)
+            raise RuntimeError(err.message) from None
 
 
 def build_app(args: dict[str, Any]) -> Application:

@@ -13,6 +13,7 @@ relay is relay.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -26,14 +27,14 @@ from services.ingress.admission_gate import AdmissionGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
 from services.ingress.core.errors import APIError, overloaded, scheduler_rejection
-from services.ingress.core.openai_schema import ChatCompletionRequest, CompletionRequest
-from services.ingress.core.prompt_prefix import with_prompt_prefix
+from services.ingress.core.prompt_prefix import prompt_prefix
 from services.ingress.core.rate_limit import TokenRateLimiter
-from services.ingress.core.request_meta import (
-    ModelInfo,
-    build_request_meta,
-    estimate_tokens,
-    render_chat,
+from services.ingress.core.request_meta import ModelInfo, admission_request, estimate_tokens
+from services.ingress.core.request_view import (
+    RequestView,
+    forward_body,
+    parse_slo,
+    prompt_text,
 )
 from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
@@ -44,6 +45,7 @@ from services.ingress.relay import StreamRelay
 from services.ingress.slicing import slice_streams
 from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
+from shared.domain.engine_metadata import engine_metadata
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
@@ -84,37 +86,24 @@ class Pipeline(StreamRelay):
         self.admitting = 0
         self._rate_limiter = TokenRateLimiter()
         """Requests in admission right now (bounded by max_admitting_requests)."""
+        self.default_model = args.models[0].name if args.models else ""
+        """The model of a request that names none (vLLM serves its first)."""
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
         self.fast = FastPath(lambda: self.client)  # lease credits, if the scheduler grants
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
         self.feed = PredictorFeed(self._send_feed, args.predictor_feed)
         """Fast-path predictions and completions for the predictor, batched (predictor_feed.py)."""
 
-    def render(self, body: CompletionRequest | ChatCompletionRequest) -> str:
-        if isinstance(body, CompletionRequest):
-            return body.prompt
-        tok = self._tokenizers.get(body.model)
-        if tok is not None and getattr(tok, "chat_template", None):
-            msgs = [{"role": m.role, "content": m.content or ""} for m in body.messages]
-            return str(tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
-        return render_chat(body.messages)
-
-    def count_tokens(self, model: str, text: str) -> int:
-        """Prompt tokens: the model's tokenizer, else `estimate_tokens` (max(ceil(1.3 x words),
-        ceil(UTF-8 bytes / 4)): text without spaces cannot pass as a few words)."""
-        tok = self._tokenizers.get(model)
-        if tok is not None:
-            return len(tok(text)["input_ids"])
-        return estimate_tokens(text)
-
     async def admit(
         self,
-        body: CompletionRequest | ChatCompletionRequest,
+        view: RequestView,
+        raw: bytes,
         headers: Mapping[str, str],
         authorization: str | None,
         batch: BatchAdmission | None = None,
     ) -> Admitted:
-        """Validate, predict, admit; raises APIError (4xx/5xx) before anything reaches a replica.
+        """Admit, place and open the replica call of `view` (the request's body `raw`); raises
+        APIError (4xx/5xx) before anything reaches a replica.
 
         One trace per request: a root `request` span (ended when the stream ends) holds
         `admission` here, `grouping` in the scheduler and `execution` in the replica. A batch
@@ -131,7 +120,7 @@ class Pipeline(StreamRelay):
         root = self._tracer.start_span("request")
         self.admitting += 1
         try:
-            return await self._admit(body, headers, authorization, root, batch)
+            return await self._admit(view, raw, headers, authorization, root, batch)
         except BaseException as err:
             root.set_attribute("slomesh.error", str(err))
             root.end()
@@ -141,7 +130,8 @@ class Pipeline(StreamRelay):
 
     async def _admit(
         self,
-        body: CompletionRequest | ChatCompletionRequest,
+        view: RequestView,
+        raw: bytes,
         headers: Mapping[str, str],
         authorization: str | None,
         root: trace.Span,
@@ -153,33 +143,38 @@ class Pipeline(StreamRelay):
                 principal, ten = admit_tenancy(
                     authenticate(authorization, self.args.api_keys),
                     headers,
-                    body.priority,
+                    view.priority,
                     self.args.tenancy,
                     self.admitting,
                     self.args.max_admitting_requests,
                 )
                 slo = resolve_slo(
-                    body.slo, headers, ten.slo_class or principal.default_class, self.args.slo
+                    parse_slo(view.slo),
+                    headers,
+                    ten.slo_class or principal.default_class,
+                    self.args.slo,
                 )
             else:
                 principal, slo = batch.principal, batch.slo
                 ten = Tenancy(
-                    principal.tenant, principal.weight, None, batch.criticality, None, body.priority
+                    principal.tenant, principal.weight, None, batch.criticality, None, view.priority
                 )
-            prompt = self.render(body) if body.model in self.models else ""
-            req = build_request_meta(
+            tokenizer = self._tokenizers.get(view.model)
+            prompt, ids = prompt_text(view, tokenizer)
+            req = admission_request(
                 request_id=batch.request_id if batch else uuid.uuid4().hex[:16],
-                body=body,
+                view=view,
                 principal=principal,
                 slo=slo,
-                prompt_tokens=self.count_tokens(body.model, prompt) if prompt else 1,
+                prompt_tokens=len(ids) if ids is not None else estimate_tokens(prompt),
                 models=self.models,
                 arrival_s=time.time(),
                 config=self.args.admission,
             )
             req = ten.apply(req, self._class_ttfts)
             self.gate.check(req)  # 429 at once while the scheduler's last "no" holds
-            req = with_prompt_prefix(req, prompt, self._tokenizers.get(body.model))
+            if prompt:
+                req = dataclasses.replace(req, prefix=prompt_prefix(prompt, ids))
             try:
                 self._rate_limiter.admit(principal.tokens_per_minute, req, time.monotonic())
             except APIError:
@@ -195,12 +190,20 @@ class Pipeline(StreamRelay):
             headers = trace_headers()
         finally:
             otel_context.detach(token)
-        generate = replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=prompt)
-        generate.temperature, generate.ignore_eos = body.temperature or 0.0, body.ignore_eos
-
-        open_stream = slice_streams(  # slicing.py: one stream over slices when the policy cuts
-            self.client, generate, headers, reply.slice_tokens, self._admit_call, admit_msg
+        now = time.time()
+        body = forward_body(view, engine_metadata(req, now, now - req.arrival_s), raw)
+        generate = replica_pb2.ReplicaGenerateRequest(
+            meta=meta,
+            http=replica_pb2.HttpCall(
+                method="POST",
+                path=view.route,
+                headers=[replica_pb2.Header(name="content-type", value="application/json")],
+                body=body,
+            ),
         )
+        # an OpenAI call is served whole on one replica: vLLM's serving state (logprobs, stop
+        # strings, seeded samples, grammars) lives there, so slice budgets are declined
+        open_stream = slice_streams(self.client, generate, headers, 0, self._admit_call, admit_msg)
 
         async def readmit() -> Any:
             return await self._admit_call(admit_msg)

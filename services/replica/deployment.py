@@ -6,6 +6,7 @@ request's trace, and lets Serve cancel the stream when the caller goes away (the
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -19,10 +20,12 @@ from ray.serve import Application
 from services.replica.direct_server import start_server
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
+from services.replica.openai_serving import OpenAIServing, simulated_serving, vllm_serving
 from services.replica.sim_engine import AsyncSimEngine
 from services.replica.slicing import SlicePlan, plan_slice, slice_finish_reason
 from services.replica.state_push import StatePushArgs, StatePusher
 from services.replica.streaming import coalesced
+from services.replica.vllm.openai_app import ServingOptions
 from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
 from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
@@ -92,6 +95,15 @@ class ReplicaArgs(BaseModel):
     push_state: StatePushArgs = StatePushArgs()
     """Pushing the engine state to the scheduler's UpdateReplica (state_push.py; off by
     default): the scheduler's TTFT guard predicts from it."""
+    serving: ServingOptions = ServingOptions()
+    """This model's options of vLLM's OpenAI serving layer (chat template, tool and reasoning
+    parsers: `vllm serve`'s flags of the same names)."""
+    tokenizer_model: str = "~/.cache/slomesh/models/tiny-llama"
+    """Simulated engine: the model directory whose tokenizer, chat template and config vLLM's
+    serving layer uses for the simulated model (`slomesh build-tiny-model` builds it)."""
+    max_model_len: int = Field(8192, ge=16)
+    """Simulated engine: the context length served, tokens (vLLM takes its own from
+    `vllm.max_model_len`)."""
 
 
 def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:
@@ -150,6 +162,22 @@ class ReplicaDeployment:
         self._pusher = StatePusher(self.args.push_state, self._state)
         self._server: Any = None
         self._endpoint = ""
+        self._serving: OpenAIServing | None = None
+        self._serving_lock = asyncio.Lock()
+
+    async def serving(self) -> OpenAIServing:
+        """vLLM's OpenAI application on this replica's engine (built at the first call or health
+        check: vLLM's serving state is set up on the replica's event loop)."""
+        async with self._serving_lock:
+            if self._serving is None:
+                a = self.args
+                if a.engine == "vllm":
+                    self._serving = await vllm_serving(self.engine, a.model, a.serving)
+                else:
+                    self._serving = await simulated_serving(
+                        self.engine, a.model, a.tokenizer_model, a.max_model_len, a.serving
+                    )
+            return self._serving
 
     async def Endpoint(self) -> str:
         """This replica's own gRPC server, "host:port" (started at the first call; "" when
@@ -192,11 +220,38 @@ class ReplicaDeployment:
         try:
             # accept marker: an empty first chunk tells the caller this replica has the request
             yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
+            if request.HasField("http"):
+                async for chunk in self._serve_http(plan.request, request.http, parent):
+                    yield chunk
+                return
             context = list(request.context_token_ids) or None
             async for chunk in self._generate(plan, request.prompt, context, parent):
                 yield chunk
         finally:
             self._held.discard(meta.request_id)
+
+    async def _serve_http(
+        self, req: Any, http: replica_pb2.HttpCall, parent: Any
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        """An OpenAI call answered by vLLM's application (openai_serving.py)."""
+        serving = await self.serving()
+        with self._tracer.start_as_current_span("execution", context=parent) as span:
+            span.set_attribute("slomesh.replica", self.args.application)
+            span.set_attribute("slomesh.engine", self.args.engine)
+            span.set_attribute("slomesh.request_id", req.request_id)
+            span.set_attribute("slomesh.route", http.path)
+            t0 = time.monotonic()
+            first = False
+            async for chunk in serving.serve(req, http):
+                if not first and chunk.output_tokens:
+                    first = True
+                    span.add_event("first_token")
+                    wait_ms = (time.monotonic() - t0) * 1e3
+                    span.set_attribute("slomesh.queue_and_prefill_ms", wait_ms)
+                if chunk.finished:
+                    span.set_attribute("slomesh.finish_reason", chunk.finish_reason)
+                    span.set_attribute("slomesh.output_tokens", chunk.output_tokens)
+                yield chunk
 
     async def _generate(
         self, plan: SlicePlan, prompt: str, context: list[int] | None, parent: Any
@@ -256,7 +311,7 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> replica_pb2.RequestIds:
         require_mesh_credential(grpc_context, "replica.Evict")
-        done = await self.engine.evict(list(request.request_ids))
+        done = await (await self.serving()).evict(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
     async def Resume(
@@ -266,7 +321,7 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> replica_pb2.RequestIds:
         require_mesh_credential(grpc_context, "replica.Resume")
-        done = await self.engine.resume(list(request.request_ids))
+        done = await (await self.serving()).resume(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
     async def Status(
@@ -280,7 +335,7 @@ class ReplicaDeployment:
 
     def _state(self) -> common_pb2.ReplicaState:
         """The engine's state as reported to the scheduler (Status, UpdateReplica)."""
-        st = self.engine.status()
+        st = self._serving.status() if self._serving is not None else self.engine.status()
         return common_pb2.ReplicaState(
             replica=common_pb2.ReplicaRef(
                 application=self.args.application, gpu=self.args.gpu, model=self.args.model
@@ -296,9 +351,10 @@ class ReplicaDeployment:
             pending_prefill_tokens=st.pending_prefill_tokens,
         )
 
-    def check_health(self) -> None:
-        """Serve health check: the engine answers a status query."""
-        self.engine.status()
+    async def check_health(self) -> None:
+        """Serve health check: vLLM's application is set up and the engine answers a status
+        query."""
+        (await self.serving()).status()
 
 
 def build_app(args: dict[str, Any]) -> Application:

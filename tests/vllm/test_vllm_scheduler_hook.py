@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from services.replica.vllm.slo_metadata import EXTRA_ARGS_KEY, request_metadata
+from services.replica.vllm.slo_metadata import request_metadata
 from shared.domain import SLO, Request, VirtualClock
+from shared.domain.engine_metadata import EXTRA_ARGS_KEY
 
 pytest.importorskip("vllm")
 

@@ -22,8 +22,7 @@ from services.ingress.core.openai_schema import (
 from services.ingress.core.request_meta import (
     AdmissionConfig,
     ModelInfo,
-    build_request_meta,
-    render_chat,
+    admission_request,
 )
 from services.ingress.core.slo import SLOClassSpec, SLOLimits, SLOPolicy, resolve_slo
 
@@ -42,11 +41,10 @@ __all__ = [
     "SLOLimits",
     "SLOObject",
     "SLOPolicy",
+    "admission_request",
     "authenticate",
-    "build_request_meta",
     "from_validation_error",
     "parse_body",
-    "render_chat",
     "resolve_slo",
     "sse",
     "validate_body",

@@ -65,7 +65,7 @@ class APIError(Exception):
         message: str,
         type: str = INVALID_REQUEST,
         param: str | None = None,
-        code: str | None = None,
+        code: str | int | None = None,
         retry_after_s: float | None = None,
         drop_reason: str | None = None,
     ) -> None:
@@ -118,7 +118,9 @@ def bad_request(param: str | None, rule: str, code: str | None = None) -> APIErr
 
 def invalid_json(detail: str) -> APIError:
     """400 for a body that does not parse as JSON."""
-    return APIError(400, f"request body is not valid JSON: {detail}", INVALID_REQUEST, None, None)
+    return APIError(
+        400, f"request body is not valid JSON: {detail}", INVALID_REQUEST, None, "invalid_json"
+    )
 
 
 def unauthorized(message: str = "invalid or missing API key") -> APIError:
@@ -127,15 +129,10 @@ def unauthorized(message: str = "invalid or missing API key") -> APIError:
 
 
 def model_not_found(model: str, served: list[str]) -> APIError:
-    """404 for a model this mesh does not serve; the message lists the served models."""
-    listed = ", ".join(sorted(served)) or "(none)"
-    return APIError(
-        404,
-        f"model: the model '{model}' does not exist; served models: {listed}",
-        INVALID_REQUEST,
-        "model",
-        "model_not_found",
-    )
+    """404 for a model this mesh does not serve, as vLLM answers it (`served` is not listed:
+    vLLM does not list it either; /v1/models does)."""
+    del served
+    return APIError(404, f"The model `{model}` does not exist.", "NotFoundError", "model", 404)
 
 
 def overloaded(

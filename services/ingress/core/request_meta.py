@@ -1,29 +1,21 @@
-"""Admission-time validation: a validated OpenAI request to the control plane's `Request` metadata.
-
-`build_request_meta` checks what needs the model registry and the tokenizer's count (model served,
-max_tokens within the context, prompt + completion within the context, priority range) and
-fills the default max_tokens. `estimate_tokens` counts a prompt for models without a tokenizer.
-`render_chat` is the plain-text fallback for models whose tokenizer
-has no chat template. No clock: the caller passes arrival_s.
+"""An OpenAI request (its admission view, core/request_view.py) to the control plane's
+`Request` metadata: `admission_request`. `estimate_tokens` counts a prompt for models without a
+tokenizer. No clock: the caller passes arrival_s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.ingress.core.auth import Principal
-from services.ingress.core.errors import bad_request, context_too_long, model_not_found
+from services.ingress.core.errors import model_not_found
 from services.ingress.core.json_body import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_DEPTH
-from services.ingress.core.openai_schema import (
-    ChatCompletionRequest,
-    ChatMessage,
-    CompletionRequest,
-)
+from services.ingress.core.request_view import RequestView
 from shared.domain import SLO, Request
 
 
@@ -44,12 +36,11 @@ class AdmissionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default_max_tokens: int = Field(256, ge=1)
-    """max_tokens when the client sends none (capped by the context left after the prompt)."""
     min_priority: int = -1000
-    """Lowest priority a request may carry (lower is served first)."""
+    """Lowest body priority kept (vLLM's meaning: lower is served first); lower ones count as
+    this (vLLM accepts any integer)."""
     max_priority: int = 1000
-    """Highest priority a request may carry."""
+    """Highest body priority kept; higher ones count as this."""
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     """Largest HTTP request body accepted, bytes; a larger one is 413 before it is parsed."""
     max_json_depth: int = Field(DEFAULT_MAX_JSON_DEPTH, ge=4)
@@ -63,10 +54,10 @@ class AdmissionConfig(BaseModel):
         return self
 
 
-def build_request_meta(
+def admission_request(
     *,
     request_id: str,
-    body: CompletionRequest | ChatCompletionRequest,
+    view: RequestView,
     principal: Principal,
     slo: SLO,
     prompt_tokens: int,
@@ -74,56 +65,29 @@ def build_request_meta(
     arrival_s: float,
     config: AdmissionConfig | None = None,
 ) -> Request:
-    """The request's control-plane metadata, or APIError: 404 for an unknown model (listing the
-    served ones); 400 for max_tokens < 1 or > max_model_len (param "max_tokens", or
-    "max_completion_tokens" when that was sent), an empty prompt, prompt + max_tokens over the
-    context (code context_length_exceeded), or priority outside the configured range."""
+    """The request's control-plane metadata. 404 (vLLM's answer) for a model this mesh does
+    not serve; everything else vLLM checks itself on the replica (its own 400s), so admission
+    only bounds what it plans on: the prompt within the context, the output budget the client
+    asked for (or the context left, vLLM's default) within what is left of it, the body's
+    priority within the configured range. `n` choices count as one request (the predictor's
+    estimate is per choice)."""
     cfg = config if config is not None else AdmissionConfig()
-    info = models.get(body.model)
+    info = models.get(view.model)
     if info is None:
-        raise model_not_found(body.model, list(models))
-    prompt_param: Literal["messages", "prompt"] = (
-        "messages" if isinstance(body, ChatCompletionRequest) else "prompt"
-    )
-    if prompt_tokens < 1:
-        raise bad_request(prompt_param, f"must contain at least one token, got {prompt_tokens}")
-    if not cfg.min_priority <= body.priority <= cfg.max_priority:
-        raise bad_request(
-            "priority",
-            f"must be between {cfg.min_priority} and {cfg.max_priority}, got {body.priority}",
-        )
+        raise model_not_found(view.model, list(models))
     limit = info.max_model_len
-    requested = body.requested_max_tokens
-    if requested is None:
-        remaining = limit - prompt_tokens
-        if remaining < 1:
-            raise context_too_long(prompt_param, prompt_tokens, None, limit)
-        max_tokens = min(remaining, cfg.default_max_tokens)
-    else:
-        tokens_param = (
-            "max_completion_tokens"
-            if isinstance(body, ChatCompletionRequest) and body.max_completion_tokens is not None
-            else "max_tokens"
-        )
-        if requested < 1:
-            raise bad_request(tokens_param, f"must be >= 1, got {requested}")
-        if requested > limit:
-            raise bad_request(
-                tokens_param,
-                f"must be <= {limit} (the context length of model '{info.name}'), got {requested}",
-            )
-        if prompt_tokens + requested > limit:
-            raise context_too_long(prompt_param, prompt_tokens, requested, limit)
-        max_tokens = requested
+    prompt = max(1, min(prompt_tokens, limit - 1))
+    left = limit - prompt
+    asked = view.max_tokens if view.max_tokens is not None and view.max_tokens >= 1 else left
     return Request(
         request_id=request_id,
-        model=body.model,
-        input_tokens=prompt_tokens,
-        max_tokens=max_tokens,
+        model=view.model,
+        input_tokens=prompt,
+        max_tokens=max(1, min(asked, left)),
         arrival_s=arrival_s,
         slo=slo,
         tenant=principal.tenant,
-        priority=body.priority,
+        priority=max(cfg.min_priority, min(cfg.max_priority, view.priority)),
     )
 
 
@@ -140,11 +104,3 @@ def estimate_tokens(text: str) -> int:
     words = math.ceil(1.3 * len(text.split()))
     size = math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
     return max(1, words, size)
-
-
-def render_chat(messages: Sequence[ChatMessage]) -> str:
-    """Plain-text fallback for a tokenizer without a chat template: one "role: content" line per
-    message, then "assistant:" as the generation prompt."""
-    lines = [f"{m.role}: {m.content}" for m in messages]
-    lines.append("assistant:")
-    return "\n".join(lines)

@@ -37,13 +37,10 @@ from services.replica.engine import (
     coalesce,
 )
 from services.replica.vllm.config import VLLMEngineConfig
-from services.replica.vllm.slo_metadata import (
-    ASYNC_SCHEDULER_CLS,
-    EXTRA_ARGS_KEY,
-    request_metadata,
-)
+from services.replica.vllm.slo_metadata import ASYNC_SCHEDULER_CLS, request_metadata
 from shared.domain import Clock, WallClock
 from shared.domain.engine import EngineStatus
+from shared.domain.engine_metadata import EXTRA_ARGS_KEY
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -210,6 +207,11 @@ class VLLMEngine:
             # shut down now and drop the last reference, so AsyncLLM.__del__ does not run again
             # at interpreter exit (where it fails on torn-down module globals)
             llm.shutdown()
+
+    @property
+    def kv_total_blocks(self) -> int:
+        """KV-cache blocks of this engine."""
+        return self._kv_total_blocks
 
     @property
     def llm(self) -> AsyncLLM:

@@ -17,9 +17,8 @@ from typing import Any
 
 from services.replica.core.sequence import Sequence
 from shared.domain import SLO, Clock, Request
+from shared.domain.engine_metadata import EXTRA_ARGS_KEY, engine_metadata
 
-EXTRA_ARGS_KEY = "slomesh"
-"""Key of slomesh's metadata in SamplingParams.extra_args."""
 POLICY_CONFIG_KEY = "slomesh_queue_policy"
 """Key of the queue-policy name in vLLM's VllmConfig.additional_config."""
 SCHEDULER_CLS = "services.replica.vllm.scheduler_hook.SLOMeshScheduler"
@@ -60,15 +59,7 @@ def request_metadata(
     """The metadata of `request` (times on the control plane's `clock`) for extra_args."""
     wall = time.time() if wall_now_s is None else wall_now_s
     age_s = max(0.0, clock.now() - request.arrival_s)
-    return {
-        "arrival_wall_s": wall - age_s,
-        "ttft_deadline_s": request.slo.ttft_deadline_s,
-        "tpot_target_s": request.slo.tpot_target_s,
-        "priority": request.priority,
-        "tenant": request.tenant,
-        "model": request.model,
-        "first_token_emitted": first_token_emitted,
-    }
+    return engine_metadata(request, wall, age_s, first_token_emitted)
 
 
 def sequence_from_vllm(

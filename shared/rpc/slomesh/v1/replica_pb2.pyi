@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReplicaGenerateRequest(_message.Message):
-    __slots__ = ("meta", "prompt", "temperature", "simulated_output_tokens", "ignore_eos", "slice_tokens", "prior_output_tokens", "context_token_ids")
+    __slots__ = ("meta", "prompt", "temperature", "simulated_output_tokens", "ignore_eos", "slice_tokens", "prior_output_tokens", "context_token_ids", "http")
     META_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class ReplicaGenerateRequest(_message.Message):
     SLICE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PRIOR_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
     meta: _common_pb2.RequestMeta
     prompt: str
     temperature: float
@@ -25,10 +26,31 @@ class ReplicaGenerateRequest(_message.Message):
     slice_tokens: int
     prior_output_tokens: int
     context_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., slice_tokens: _Optional[int] = ..., prior_output_tokens: _Optional[int] = ..., context_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    http: HttpCall
+    def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., slice_tokens: _Optional[int] = ..., prior_output_tokens: _Optional[int] = ..., context_token_ids: _Optional[_Iterable[int]] = ..., http: _Optional[_Union[HttpCall, _Mapping]] = ...) -> None: ...
+
+class HttpCall(_message.Message):
+    __slots__ = ("method", "path", "headers", "body")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    path: str
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    body: bytes
+    def __init__(self, method: _Optional[str] = ..., path: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ReplicaChunk(_message.Message):
-    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "time_unix_s", "context_token_ids")
+    __slots__ = ("request_id", "text", "output_tokens", "finished", "finish_reason", "time_unix_s", "context_token_ids", "http_status", "headers", "body", "prompt_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +58,10 @@ class ReplicaChunk(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     TIME_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     output_tokens: int
@@ -43,7 +69,11 @@ class ReplicaChunk(_message.Message):
     finish_reason: str
     time_unix_s: float
     context_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., time_unix_s: _Optional[float] = ..., context_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    http_status: int
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    body: bytes
+    prompt_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., output_tokens: _Optional[int] = ..., finished: _Optional[bool] = ..., finish_reason: _Optional[str] = ..., time_unix_s: _Optional[float] = ..., context_token_ids: _Optional[_Iterable[int]] = ..., http_status: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class RequestIds(_message.Message):
     __slots__ = ("request_ids",)

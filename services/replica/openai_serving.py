@@ -1,0 +1,127 @@
+"""A replica's OpenAI serving: vLLM's own application (vllm/openai_app.py) on the replica's
+engine, vLLM's `AsyncLLM` for `engine: vllm` or `SimulatedAsyncLLM` (sim_llm.py) for
+`engine: simulated`, both behind `SLOEngineClient` (vllm/engine_client.py).
+
+`OpenAIServing.serve` answers one `HttpCall` (the ingress's forwarded request) as replica
+chunks: the response's status and headers, then its body pieces, each with the output tokens
+counted so far, and a last chunk with the finish reason and prompt tokens for the control
+plane. Closing the stream early aborts the request in the engine (asgi_call.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.replica.asgi_call import ResponseStart, call
+from services.replica.vllm.engine_client import SLOEngineClient
+from services.replica.vllm.openai_app import ServingOptions, build_openai_app
+from shared.domain import Request
+from shared.domain.engine import EngineStatus
+from shared.rpc.slomesh.v1 import replica_pb2
+
+PASSED_HEADERS = frozenset({"content-type", "traceparent", "tracestate"})
+"""Request headers the ingress passes on to vLLM's application (never credentials, never
+vLLM's own priority or routing headers)."""
+
+
+@dataclass
+class OpenAIServing:
+    """vLLM's OpenAI application over one engine, and what the replica reads of it."""
+
+    app: Any
+    client: SLOEngineClient
+    model: str
+    sim_core: Any = None
+    """The simulated engine core (sim_llm.SimulatedEngineCore) when the engine is simulated."""
+
+    async def serve(
+        self, request: Request, http: replica_pb2.HttpCall
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        rid = request.request_id
+        followed = self.client.follow(rid)
+        if self.sim_core is not None:
+            self.sim_core.requests[rid] = request
+        headers = [(h.name, h.value) for h in http.headers if h.name.lower() in PASSED_HEADERS]
+        status = 0
+        try:
+            async for event in call(self.app, http.method, http.path, headers, http.body):
+                chunk = replica_pb2.ReplicaChunk(request_id=rid, time_unix_s=time.time())
+                if isinstance(event, ResponseStart):
+                    status = event.status
+                    chunk.http_status = event.status
+                    for name, value in event.headers:
+                        if name.lower() != "content-length":
+                            chunk.headers.add(name=name, value=value)
+                else:
+                    chunk.body = event
+                chunk.output_tokens = followed.output_tokens
+                yield chunk
+        finally:
+            done = self.client.release(rid)
+            if self.sim_core is not None:
+                self.sim_core.requests.pop(rid, None)
+        reason = done.finish_reason if done is not None else ""
+        if not reason:
+            reason = "stop" if status < 400 else "error"
+        yield replica_pb2.ReplicaChunk(
+            request_id=rid,
+            output_tokens=done.output_tokens if done is not None else 0,
+            prompt_tokens=done.prompt_tokens if done is not None else 0,
+            finished=True,
+            finish_reason=reason,
+            time_unix_s=time.time(),
+        )
+
+    def status(self) -> EngineStatus:
+        if self.sim_core is not None:
+            return self.sim_core.engine.status()  # type: ignore[no-any-return]
+        return self.client.status(self.model)
+
+    async def evict(self, request_ids: list[str]) -> list[str]:
+        """Simulated engines pause the requests (their outputs resume on the same stream);
+        vLLM replicas decline: an abort-and-resubmit would not keep the serving classes'
+        state (logprobs, stop strings, seeded samples, grammars) whole."""
+        if self.sim_core is None:
+            return []
+        return await self.sim_core.evict(request_ids)  # type: ignore[no-any-return]
+
+    async def resume(self, request_ids: list[str]) -> list[str]:
+        if self.sim_core is None:
+            return []
+        return await self.sim_core.resume(request_ids)  # type: ignore[no-any-return]
+
+
+def model_dir(path: str) -> str:
+    """A model directory with `~` expanded."""
+    return str(Path(path).expanduser()) if path.startswith("~") else path
+
+
+async def vllm_serving(engine: Any, served: str, options: ServingOptions) -> OpenAIServing:
+    """vLLM's application over a started `VLLMEngine`'s AsyncLLM."""
+    client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats)
+    app = await build_openai_app(client, engine.config.model, served, options)
+    return OpenAIServing(app, client, served)
+
+
+async def simulated_serving(
+    engine: Any, served: str, tokenizer_model: str, max_model_len: int, options: ServingOptions
+) -> OpenAIServing:
+    """vLLM's application over a SimulatedAsyncLLM playing `engine` (an AsyncSimEngine), with
+    the tokenizer, chat template and config of `tokenizer_model` under the name `served`."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from services.replica.sim_llm import simulated_llm
+
+    # the simulated model's context may exceed the tokenizer model's positions: no weights run
+    os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+    path = model_dir(tokenizer_model)
+    args = AsyncEngineArgs(model=path, served_model_name=[served], max_model_len=max_model_len)
+    llm = simulated_llm(args.create_engine_config(), engine, served)
+    client = SLOEngineClient(llm)
+    app = await build_openai_app(client, path, served, options)
+    return OpenAIServing(app, client, served, sim_core=llm.engine_core)

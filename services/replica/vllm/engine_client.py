@@ -1,0 +1,152 @@
+"""`SLOEngineClient`: vLLM's `EngineClient` as vLLM's OpenAI serving classes see it, with slomesh
+between them and the engine.
+
+It wraps an `AsyncLLM` (the real engine, or `SimulatedAsyncLLM` for simulated replicas) and
+passes every call through, except `generate`:
+- slomesh's metadata arrives in the request's `vllm_xargs` (the ingress puts it there, under
+  `slomesh`, as a JSON string: vllm_xargs only carries flat values) and so in
+  `SamplingParams.extra_args`; it is decoded in place for the engine's scheduler hook
+  (services/replica/vllm/scheduler_hook.py), which reads `extra_args["slomesh"]`;
+- the engine priority is slomesh's (the band and deadline order the ingress computed), with the
+  body's `priority` (vLLM's meaning: lower first) as a tie-break inside it;
+- every request is followed under its slomesh id: output tokens (all choices), first-token
+  time, finish reason and prompt tokens, which the replica reports to the control plane, and
+  the counts behind `status()`.
+
+vLLM's serving classes stay unaware of slomesh: they build the sampling parameters, render the
+prompt and format the output; nothing of the request is rebuilt here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from shared.domain.engine import EngineStatus
+from shared.domain.engine_metadata import EXTRA_ARGS_KEY
+
+PRIORITY_SPAN = 1024
+"""Body priorities are clamped into [-PRIORITY_SPAN/2, PRIORITY_SPAN/2) and ordered inside one
+slomesh engine priority: engine priority = slomesh priority x PRIORITY_SPAN + body priority."""
+
+
+@dataclass
+class Followed:
+    """What the replica reports of one request (all its engine calls together)."""
+
+    request_id: str
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    first_token_s: float = 0.0
+    finish_reason: str = ""
+    running: bool = False
+    calls: int = 0
+
+
+def decode_metadata(params: Any) -> dict[str, Any] | None:
+    """slomesh's metadata of a request's SamplingParams, decoded in place (None: a request that
+    did not come through the ingress)."""
+    extra = getattr(params, "extra_args", None)
+    if not extra or EXTRA_ARGS_KEY not in extra:
+        return None
+    raw = extra[EXTRA_ARGS_KEY]
+    meta = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    extra[EXTRA_ARGS_KEY] = meta
+    return meta
+
+
+def engine_priority(slomesh_priority: int, body_priority: int) -> int:
+    """The engine's priority (lower first): slomesh's order, the body's as a tie-break."""
+    half = PRIORITY_SPAN // 2
+    return slomesh_priority * PRIORITY_SPAN + max(-half, min(half - 1, body_priority))
+
+
+class SLOEngineClient:
+    """vLLM's EngineClient with slomesh in the middle (module docstring)."""
+
+    def __init__(self, inner: Any, kv_total_blocks: int = 0, stats: Any = None) -> None:
+        self.inner = inner
+        self.kv_total_blocks = kv_total_blocks
+        self.stats = stats
+        """vLLM's latest scheduler stats (vllm/stats.py), for KV use; None: not reported."""
+        self._followed: dict[str, Followed] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    # ---- the request path --------------------------------------------------------------------
+    def follow(self, request_id: str) -> Followed:
+        """Start following `request_id` (the replica's Generate, before it calls the app)."""
+        followed = self._followed.setdefault(request_id, Followed(request_id))
+        return followed
+
+    def release(self, request_id: str) -> Followed | None:
+        """Stop following `request_id`: its final counts."""
+        return self._followed.pop(request_id, None)
+
+    async def generate(
+        self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
+        meta = decode_metadata(sampling_params)
+        body_priority = int(kwargs.pop("priority", 0) or 0)
+        followed: Followed | None = None
+        if meta is not None:
+            kwargs["priority"] = engine_priority(int(meta.get("priority", 0)), body_priority)
+            followed = self._followed.get(str(meta.get("request_id", "")))
+        else:
+            kwargs["priority"] = body_priority
+        if followed is not None:
+            followed.calls += 1
+        stream = self.inner.generate(prompt, sampling_params, request_id, **kwargs)
+        try:
+            async for out in stream:
+                if followed is not None:
+                    _count(followed, out)
+                yield out
+        finally:
+            if followed is not None:
+                followed.running = False
+            await stream.aclose()
+
+    # ---- what the control plane reads --------------------------------------------------------
+    def followed(self) -> Iterator[Followed]:
+        return iter(list(self._followed.values()))
+
+    def status(self, active_model: str) -> EngineStatus:
+        """Requests waiting (no token yet) and running, KV use from the engine's latest stats."""
+        live = list(self._followed.values())
+        running = sum(1 for f in live if f.output_tokens > 0 and not f.finish_reason)
+        waiting = sum(1 for f in live if f.output_tokens == 0 and not f.finish_reason)
+        snap = self.stats.latest if self.stats is not None else None
+        used = round(snap.kv_cache_usage * self.kv_total_blocks) if snap and live else 0
+        return EngineStatus(
+            active_model=active_model,
+            waiting=waiting,
+            running=running,
+            evicted=0,
+            kv_used_blocks=used,
+            kv_total_blocks=self.kv_total_blocks,
+            outstanding_output_tokens=0,
+            pending_prefill_tokens=sum(
+                f.prompt_tokens for f in live if f.output_tokens == 0 and not f.finish_reason
+            ),
+        )
+
+
+def _count(followed: Followed, out: Any) -> None:
+    """Fold one RequestOutput (DELTA or cumulative) into `followed`."""
+    if not followed.prompt_tokens and out.prompt_token_ids is not None:
+        followed.prompt_tokens = len(out.prompt_token_ids)
+    # DELTA outputs carry new tokens; FINAL_ONLY/CUMULATIVE carry all of them once
+    new = sum(len(c.token_ids) for c in out.outputs)
+    if new and not followed.first_token_s:
+        followed.first_token_s = time.time()
+    followed.output_tokens += new
+    followed.running = True
+    if out.finished:
+        reasons = [str(c.finish_reason) for c in out.outputs if c.finish_reason]
+        last = reasons[-1] if reasons else "stop"
+        followed.finish_reason = "length" if "length" in reasons else last
