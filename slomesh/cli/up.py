@@ -120,7 +120,7 @@ def run_up(args: argparse.Namespace) -> int:
             config = apply_stack(config, load_stack(stack_name))
         except ValueError as err:
             raise UsageError(f"--stack: {err}") from None
-    if args.engine == "vllm" and args.config is None:
+    if args.config is None:  # vLLM runs it; simulated replicas serve with its tokenizer
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
         build_tiny_model(default_tiny_model_dir())

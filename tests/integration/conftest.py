@@ -38,6 +38,7 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
         args["tracing"] = tracing
         if app["name"].startswith("replica-") and args.get("engine") == "simulated":
             args["step_time_scale"] = 0.02
+            args["tokenizer_model"] = str(tiny_model)
         if app["name"] == "scheduler":
             args["max_in_flight_per_replica"] = 4
             args["replicas"].append({"application": "replica-2", "gpu": "cpu", "model": TINY})
@@ -45,6 +46,8 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
             args["batch"] = {"storage_dir": str(trace_file.parent / "batches"), "min_window_s": 1}
             # a key that may ask for the critical band (anonymous traffic may not)
             args["api_keys"] = {"keys": {GOLD_KEY: {"tenant": "gold", "entitlement": GOLD}}}
+            for model in args["models"]:
+                model["tokenizer"] = str(tiny_model)
             args["models"].append(
                 {"name": TINY, "max_model_len": 2048, "tokenizer": str(tiny_model)}
             )
