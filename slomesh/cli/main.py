@@ -15,6 +15,7 @@ from slomesh.cli import (
     bench_live,
     bench_mesh,
     bench_solver,
+    conformance,
     engine_check,
     fidelity,
     gpu_config,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_solver.add_parser(sub)
     bench_live.add_parser(sub)
     bench_agree.add_parser(sub)
+    conformance.add_parser(sub)
     profile_forward.add_parser(sub)
     profile.add_parser(sub)
     plan.add_parser(sub)

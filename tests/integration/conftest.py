@@ -67,6 +67,7 @@ def live_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         yield {
             "config": config,
             "http": http,
+            "openai": mesh.openai_url(config),
             "grpc": grpc_target,
             "traces": trace_file,
             "metrics": metrics_url(DEFAULT_METRICS_PORT),
