@@ -45,7 +45,11 @@ class IngressServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Generate(self, request, context):
-        """Generate a completion; output streams back as it is produced.
+        """Generate a completion; output streams back as it is produced. The request becomes an
+        OpenAI body (chat completions when messages are given, else completions; stream: true)
+        answered by vLLM's OpenAI serving code on a replica, as the HTTP routes are; each event's
+        text (choice 0) is one chunk. vLLM's validation errors come back as INVALID_ARGUMENT with
+        vLLM's message; admission's as RESOURCE_EXHAUSTED (429) or UNAVAILABLE (503).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
