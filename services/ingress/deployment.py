@@ -73,13 +73,11 @@ def _decode(raw: bytes, limits: Any) -> Any:
 def _grpc_body(req: ingress_pb2.GenerateRequest) -> tuple[str, dict[str, Any]]:
     """The OpenAI body of a gRPC GenerateRequest: chat when it has messages, else a completion;
     streamed, with its SLO as slomesh's `slo` extension."""
-    data: dict[str, Any] = {"model": req.model, "stream": True}
+    data: dict[str, Any] = {"model": req.model, "stream": True, "temperature": req.temperature}
     if req.priority:
         data["priority"] = req.priority
     if req.max_tokens:
         data["max_tokens"] = req.max_tokens
-    if req.temperature:
-        data["temperature"] = req.temperature
     slo = {
         k: v
         for k, v in (
