@@ -66,8 +66,12 @@ class OpenAIServing:
             if self.sim_core is not None:
                 self.sim_core.requests.pop(rid, None)
         reason = done.finish_reason if done is not None else ""
-        if not reason:
-            reason = "stop" if status < 400 else "error"
+        if not reason:  # no engine call finished: an error, a tokenizer route, an abort
+            reason = (
+                "error"
+                if status >= 400
+                else ("abort" if done is None or not done.calls else "stop")
+            )
         yield replica_pb2.ReplicaChunk(
             request_id=rid,
             output_tokens=done.output_tokens if done is not None else 0,

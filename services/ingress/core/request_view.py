@@ -76,6 +76,8 @@ def read_view(route: str, data: Any, default_model: str) -> RequestView:
         if budget is not None:
             break
     n = _int(body.get("n"))
+    if route in RENDER_ROUTES:
+        budget = 1  # answered from the tokenizer: nothing to plan for
     return RequestView(
         route=route,
         body=body,

@@ -7,8 +7,9 @@ passes every call through, except `generate`:
   `slomesh`, as a JSON string: vllm_xargs only carries flat values) and so in
   `SamplingParams.extra_args`; it is decoded in place for the engine's scheduler hook
   (services/replica/vllm/scheduler_hook.py), which reads `extra_args["slomesh"]`;
-- the engine priority is slomesh's (the band and deadline order the ingress computed), with the
-  body's `priority` (vLLM's meaning: lower first) as a tie-break inside it;
+- the engine priority is slomesh's, computed once at the ingress (band, then SLO class, then the
+  body's `priority` with vLLM's meaning as the tie-break: services/ingress/core/tenancy.py);
+  the body's priority that vLLM's serving classes pass on is replaced by it;
 - every request is followed under its slomesh id: output tokens (all choices), first-token
   time, finish reason and prompt tokens, which the replica reports to the control plane, and
   the counts behind `status()`.
@@ -27,10 +28,6 @@ from typing import Any
 
 from shared.domain.engine import EngineStatus
 from shared.domain.engine_metadata import EXTRA_ARGS_KEY
-
-PRIORITY_SPAN = 1024
-"""Body priorities are clamped into [-PRIORITY_SPAN/2, PRIORITY_SPAN/2) and ordered inside one
-slomesh engine priority: engine priority = slomesh priority x PRIORITY_SPAN + body priority."""
 
 
 @dataclass
@@ -56,12 +53,6 @@ def decode_metadata(params: Any) -> dict[str, Any] | None:
     meta = json.loads(raw) if isinstance(raw, str) else dict(raw)
     extra[EXTRA_ARGS_KEY] = meta
     return meta
-
-
-def engine_priority(slomesh_priority: int, body_priority: int) -> int:
-    """The engine's priority (lower first): slomesh's order, the body's as a tie-break."""
-    half = PRIORITY_SPAN // 2
-    return slomesh_priority * PRIORITY_SPAN + max(-half, min(half - 1, body_priority))
 
 
 class SLOEngineClient:
@@ -91,13 +82,10 @@ class SLOEngineClient:
         self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
     ) -> AsyncGenerator[Any, None]:
         meta = decode_metadata(sampling_params)
-        body_priority = int(kwargs.pop("priority", 0) or 0)
         followed: Followed | None = None
         if meta is not None:
-            kwargs["priority"] = engine_priority(int(meta.get("priority", 0)), body_priority)
+            kwargs["priority"] = int(meta.get("priority", 0))
             followed = self._followed.get(str(meta.get("request_id", "")))
-        else:
-            kwargs["priority"] = body_priority
         if followed is not None:
             followed.calls += 1
         stream = self.inner.generate(prompt, sampling_params, request_id, **kwargs)
