@@ -1,6 +1,11 @@
 """The ingress's FastAPI app in process (no Ray, no mesh): `IngressDeployment` built with a test
 double for the mesh client that answers predictor.Predict/Observe/Batch,
-scheduler.Admit/Report/Health and replica.Generate like the real services do."""
+scheduler.Admit/Report/Health and replica.Generate like the real services do (replica.Generate
+answers the forwarded OpenAI call with vLLM-shaped bodies: vllm_double.py).
+
+`sim_replica` (module-scoped) is a real replica's OpenAI serving instead: vLLM's own OpenAI
+application over a simulated engine (services/replica/openai_serving.py), for tests that check
+vLLM's actual answers through the ingress (`ServingMesh`)."""
 
 from __future__ import annotations
 
@@ -10,8 +15,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sim_replica import SimReplica
+from vllm_double import vllm_answer
 
 from shared.rpc.client import CallFailed
+from shared.rpc.convert import request_from_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
 
 MODELS = [{"name": "llama", "max_model_len": 4096}, {"name": "qwen", "max_model_len": 2048}]
@@ -27,7 +35,8 @@ class FakeMesh:
     """MeshClient's interface (`call`, `stream`, `close`) answering like the real services.
 
     admit: scheduler.Admit admits (True) or rejects with `retry_after_s` (429 when > 0, else 503).
-    output_words: words a replica generates before "stop" (capped by max_tokens: "length").
+    output_words: words a replica generates per choice before "stop" (capped by the body's
+        max_tokens, else the admitted budget: "length").
     down: applications that fail every call with UNAVAILABLE.
     crash: raise this from replica.Generate's first chunk (an unexpected exception).
     admit_to: the replicas scheduler.Admit places on, in turn.
@@ -54,6 +63,8 @@ class FakeMesh:
         self.fed: list[tuple[str, str, int]] = []
         """predictor.Batch items in the order received: (kind, request id, output tokens)."""
         self.closed = False
+        self.forwarded: list[replica_pb2.ReplicaGenerateRequest] = []
+        """replica.Generate requests as the replica received them."""
 
     async def call(
         self,
@@ -115,18 +126,11 @@ class FakeMesh:
         request = _wire(message)
         if self.crash is not None:
             raise self.crash
-        limit = request.meta.max_tokens
-        n = min(limit, self.output_words)
+        self.forwarded.append(request)
         # the replica's accept marker (services/replica/deployment.py): an empty first chunk
         yield replica_pb2.ReplicaChunk(request_id=request.meta.request_id)
-        for i in range(1, n + 1):
-            yield replica_pb2.ReplicaChunk(
-                request_id=request.meta.request_id,
-                text=f"w{i} ",
-                output_tokens=i,
-                finished=i == n,
-                finish_reason=("length" if n == limit else "stop") if i == n else "",
-            )
+        for chunk in vllm_answer(request, self.output_words, [m["name"] for m in MODELS]):
+            yield chunk
 
     async def close(self) -> None:
         self.closed = True
@@ -169,3 +173,37 @@ def client(monkeypatch: pytest.MonkeyPatch, mesh: FakeMesh) -> Iterator[TestClie
     app, _ = build_ingress(monkeypatch, mesh)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+class ServingMesh(FakeMesh):
+    """FakeMesh whose replica.Generate is a real replica's OpenAI serving (`sim_replica`)."""
+
+    def __init__(self, replica: SimReplica, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.replica = replica
+
+    async def stream(
+        self,
+        application: str,
+        kind: str,
+        method: str,
+        message: Any,
+        trace_headers: dict[str, str] | None = None,
+    ) -> AsyncIterator[Any]:
+        self.calls.append((application, method))
+        request = _wire(message)
+        self.forwarded.append(request)
+        yield replica_pb2.ReplicaChunk(request_id=request.meta.request_id)
+        async for chunk in self.replica.serve(request_from_meta(request.meta), request.http):
+            yield chunk
+
+
+@pytest.fixture(scope="module")
+def sim_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimReplica]:
+    """vLLM's OpenAI application on a simulated engine serving "llama" (context 4096) with the
+    tiny model's tokenizer, on its own event loop thread (built once per module)."""
+    replica = SimReplica.start(tmp_path_factory.mktemp("tiny") / "tiny-llama", "llama", 4096)
+    try:
+        yield replica
+    finally:
+        replica.stop()

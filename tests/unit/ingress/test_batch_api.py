@@ -170,5 +170,12 @@ def test_batch_requests_enter_admission_in_the_lowest_band(
         _run(instance, batch.id)
     metas = [m.meta for m in mesh.admits]
     assert len(metas) == 3
-    assert {(m.criticality, m.priority, m.slo.class_name) for m in metas} == {(-1, 1000, "batch")}
+    # the band orders batch lines; the body's priority (vLLM's meaning) stays the line's own
+    assert {(m.criticality, m.priority, m.slo.class_name) for m in metas} == {(-1, 0, "batch")}
     assert all(7_140_000 <= m.slo.deadline_ms <= 7_200_000 for m in metas)  # the 2 h window
+    # each line's body goes to vLLM as the same request online would, without streaming
+    sent = [json.loads(r.http.body) for r in mesh.forwarded]
+    assert [(r.http.path, b["stream"]) for r, b in zip(mesh.forwarded, sent, strict=True)] == [
+        ("/v1/completions", False)
+    ] * 3
+    assert all("slomesh" in b["vllm_xargs"] for b in sent)

@@ -28,15 +28,12 @@ from services.ingress.core.errors import (
             "max_tokens",
             None,
         ),
-        (invalid_json("boom"), 400, "invalid_request_error", None, None),
+        # code "invalid_json": the shell tells a body that is not JSON (forwarded: vLLM
+        # answers it) from the ingress's own hostile-input rules
+        (invalid_json("boom"), 400, "invalid_request_error", None, "invalid_json"),
         (unauthorized(), 401, "invalid_request_error", None, "invalid_api_key"),
-        (
-            model_not_found("x", ["b", "a"]),
-            404,
-            "invalid_request_error",
-            "model",
-            "model_not_found",
-        ),
+        # vLLM's own 404 for a model it does not serve (type, param and the numeric code)
+        (model_not_found("x", ["b", "a"]), 404, "NotFoundError", "model", 404),
         (overloaded("busy", 2.0), 429, "rate_limit_exceeded", None, "rate_limit_exceeded"),
         (overloaded("busy", 2.0, status=503), 503, "server_error", None, "server_overloaded"),
         (
@@ -49,7 +46,7 @@ from services.ingress.core.errors import (
     ],
 )
 def test_ingress_error_helpers(
-    err: APIError, status: int, type_: str, param: str | None, code: str | None
+    err: APIError, status: int, type_: str, param: str | None, code: str | int | None
 ) -> None:
     assert err.status == status
     assert err.body() == {
@@ -62,7 +59,8 @@ def test_ingress_error_messages_name_the_field() -> None:
     assert bad_request("max_tokens", "must be >= 1").message == "max_tokens: must be >= 1"
     assert bad_request(None, "body is empty").message == "body is empty"
     assert invalid_json("boom").message == "request body is not valid JSON: boom"
-    assert "served models: a, b" in model_not_found("x", ["b", "a"]).message
+    # vLLM's message, word for word (it does not list the served models: /v1/models does)
+    assert model_not_found("x", ["b", "a"]).message == "The model `x` does not exist."
     assert (
         "15 tokens (10 in the prompt, 5 in the completion)"
         in context_too_long("prompt", 10, 5, 12).message

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from services.ingress.core.errors import APIError
 from services.ingress.core.json_body import decode_json, nesting_depth
 from services.ingress.core.request_meta import estimate_tokens
+from shared.rpc.slomesh.v1 import replica_pb2
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -41,6 +42,12 @@ def assert_openai_error(response: Any, status: int) -> dict[str, Any]:
     return error
 
 
+_OPEN_BRACE = (
+    "request_view.forward_body rebuilds a body that starts with '{' from the parsed view even "
+    "when it did not parse: vLLM gets {vllm_xargs} alone instead of the client's bytes"
+)
+
+
 HTTP_CASES = [
     # (name, path, raw body, status, param, code, message fragment)
     ("lone-surrogate-escape", CHAT, chat_body("\ud800"), 400, "messages[0].content",
@@ -64,13 +71,6 @@ HTTP_CASES = [
      "nested 66 levels"),
     ("oversize-body", COMPLETIONS, json.dumps({"model": "llama", "prompt": "x" * 5 * MB}), 413,
      None, "request_too_large", "over the limit of 4194304 bytes (max_body_bytes)"),
-    ("integer-over-4300-digits", COMPLETIONS,
-     '{"model": "llama", "prompt": "x", "max_tokens": ' + "9" * 5000 + "}", 400, None, None,
-     "not valid JSON"),
-    ("no-space-megabyte-prompt", COMPLETIONS, json.dumps({"model": "llama", "prompt": "x" * MB}),
-     400, "prompt", "context_length_exceeded", "resulted in 250000 tokens"),
-    ("no-space-megabyte-chat", CHAT, chat_body("y" * MB), 400, "messages",
-     "context_length_exceeded", "resulted in 250005 tokens"),  # "user: ...\nassistant:"
 ]  # fmt: skip
 
 
@@ -184,30 +184,114 @@ def test_ingress_prompt_estimate_without_tokenizer(text: str, tokens: int) -> No
     assert estimate_tokens(text) == tokens
 
 
-def test_ingress_pipeline_counts_no_space_prompt_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    _, instance = build_ingress(monkeypatch, FakeMesh())
-    assert instance.pipeline.count_tokens("llama", "x" * MB) == 250_000
+@pytest.mark.parametrize(
+    ("path", "body", "input_tokens", "max_tokens"),
+    [
+        # no tokenizer: counted by bytes (4,000 bytes, one "word"); vLLM's default budget
+        (COMPLETIONS, {"prompt": "x" * 4000}, 1000, 4096 - 1000),
+        (CHAT, {"messages": [{"role": "user", "content": "x" * 4000}], "max_tokens": 7}, None, 7),
+        # over the context: admission plans on what fits; vLLM answers its own 400 for it
+        (COMPLETIONS, {"prompt": "x" * MB}, 4095, 1),
+        (CHAT, {"messages": [{"role": "user", "content": "y" * MB}]}, 4095, 1),
+    ],
+    ids=["bytes", "chat-bytes", "megabyte-prompt", "megabyte-chat"],
+)
+def test_ingress_counts_no_space_prompts_by_bytes_and_forwards_them(
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    body: dict[str, Any],
+    input_tokens: int | None,
+    max_tokens: int,
+) -> None:
+    mesh = FakeMesh()
+    app, _ = build_ingress(monkeypatch, mesh)
+    response = TestClient(app).post(path, json={"model": "llama", **body})
+    assert response.status_code == 200, response.text
+    (sent,) = mesh.forwarded
+    if input_tokens is not None:
+        assert sent.meta.input_tokens == input_tokens
+    else:  # the messages' JSON text counts: more than the content alone
+        assert sent.meta.input_tokens > 1000
+    assert sent.meta.max_tokens == max_tokens
+    assert json.loads(sent.http.body)[(path == CHAT and "messages") or "prompt"] == body.get(
+        "messages", body.get("prompt")
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(
+            '{"model": "llama", "prompt": "x", "max_tokens": ' + "9" * 5000 + "}",
+            id="integer-over-4300-digits",
+            marks=pytest.mark.xfail(strict=True, reason=_OPEN_BRACE),
+        ),
+        pytest.param(
+            '{"model": "llama",',
+            id="truncated",
+            marks=pytest.mark.xfail(strict=True, reason=_OPEN_BRACE),
+        ),
+        pytest.param("[1, 2]", id="json-array"),
+        pytest.param("not json", id="not-json"),
+    ],
+)
+def test_ingress_forwards_a_body_it_cannot_read_for_vllm_to_answer(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    """Not JSON (or JSON Python will not read): vLLM answers its own 400, so the body must reach
+    it as the client sent it."""
+    mesh = FakeMesh()
+    app, _ = build_ingress(monkeypatch, mesh)
+    response = TestClient(app).post(COMPLETIONS, content=raw)
+    assert_openai_error(response, 400)
+    (sent,) = mesh.forwarded
+    assert sent.http.body == raw.encode()
 
 
 class Boom(Exception):
     """An exception no handler knows."""
 
 
-@pytest.mark.parametrize("stream", [False, True])
+class MidStreamCrash(FakeMesh):
+    """A replica whose stream fails after its response started (one event sent)."""
+
+    async def stream(
+        self, application: str, kind: str, method: str, message: Any, **kw: Any
+    ) -> AsyncIterator[Any]:
+        rid = message.meta.request_id
+        start = replica_pb2.ReplicaChunk(request_id=rid, http_status=200)
+        start.headers.add(name="content-type", value="text/event-stream; charset=utf-8")
+        yield replica_pb2.ReplicaChunk(request_id=rid)
+        yield start
+        yield replica_pb2.ReplicaChunk(request_id=rid, body=b'data: {"choices": []}\n\n')
+        raise Boom("secret \ud800 detail")
+
+
+@pytest.mark.parametrize(
+    ("mesh", "stream"),
+    [
+        (FakeMesh(crash=Boom("secret \ud800 detail")), False),
+        (FakeMesh(crash=Boom("secret \ud800 detail")), True),  # before vLLM's response starts
+        (MidStreamCrash(), True),
+    ],
+    ids=["whole", "stream-before-start", "mid-stream"],
+)
 def test_ingress_unknown_exception_in_replica_stream(
-    monkeypatch: pytest.MonkeyPatch, stream: bool
+    monkeypatch: pytest.MonkeyPatch, mesh: FakeMesh, stream: bool
 ) -> None:
-    app, _ = build_ingress(monkeypatch, FakeMesh(crash=Boom("secret \ud800 detail")))
+    app, _ = build_ingress(monkeypatch, mesh)
     client = TestClient(app, raise_server_exceptions=False)
     response = client.post(CHAT, content=chat_body(stream=stream))
-    if not stream:
+    if not isinstance(mesh, MidStreamCrash):
         error = assert_openai_error(response, 500)
     else:  # the 200 has gone out: the error is the last event before [DONE]
         assert response.status_code == 200
         events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
-        assert events[-1] == "[DONE]"
+        assert events[0] == '{"choices": []}' and events[-1] == "[DONE]"
         error = json.loads(events[-2])["error"]
-    assert (error["type"], error["code"]) == ("server_error", "internal_error")
+    # in a stream, vLLM's error event shape (its code is the status)
+    assert error["code"] == (500 if isinstance(mesh, MidStreamCrash) else "internal_error")
+    assert error["type"] == "server_error"
     assert error["param"] is None
     assert "Boom" in error["message"] and "secret" not in error["message"]
 
@@ -220,7 +304,7 @@ def _raise(*args: Any, **kwargs: Any) -> Any:
     ("method", "path", "patch"),
     [
         ("POST", CHAT, "pipeline.admit"),  # in a completion handler
-        ("POST", COMPLETIONS, "pipeline.render"),
+        ("POST", COMPLETIONS, "pipeline.gate.check"),  # inside admission
         ("GET", "/v1/models", "args"),  # a route without its own handler: the app's catch-all
     ],
 )
@@ -229,7 +313,9 @@ def test_ingress_unknown_exception_is_openai_500(
 ) -> None:
     app, instance = build_ingress(monkeypatch, FakeMesh())
     owner_name, _, attr = patch.rpartition(".")
-    owner = getattr(instance, owner_name) if owner_name else instance
+    owner = instance
+    for name in owner_name.split(".") if owner_name else ():
+        owner = getattr(owner, name)
     monkeypatch.setattr(owner, attr, _raise if owner_name else None)
     client = TestClient(app, raise_server_exceptions=False)
     body = json.dumps({"model": "llama", "prompt": "hi"}) if path == COMPLETIONS else chat_body()

@@ -35,10 +35,14 @@ def test_a_request_whose_replica_is_gone_is_served_by_another(
 
 
 def test_readmission_gives_up_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's response never started: the client gets an error in OpenAI's shape (not a 200
+    stream) naming the replica."""
     mesh = FakeMesh(down=("replica-0",))  # every admission lands on the dead replica
     app, instance = build_ingress(monkeypatch, mesh)
     with TestClient(app, raise_server_exceptions=False) as client:
-        text = _stream_text(client)
-    assert '"error"' in text and "replica-0" in text
+        response = client.post("/v1/completions", json=BODY)
+    assert response.status_code == 500, response.text
+    error = response.json()["error"]
+    assert error["type"] == "server_error" and "replica-0" in error["message"]
     admits = sum(1 for c in mesh.calls if c[1] == "Admit")
     assert admits == 1 + instance.pipeline.args.accept_retries
