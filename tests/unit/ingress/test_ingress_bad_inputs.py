@@ -1,6 +1,7 @@
-"""Every bad-input class runs through the whole ingress core (parse -> authenticate -> resolve SLO
--> admit) and comes out as the right status, OpenAI's error shape and a param/message naming the
-field."""
+"""Every bad-input class of the ingress's own rules runs through the whole ingress core (decode
+-> authenticate -> read -> resolve SLO -> admit) and comes out as the right status, OpenAI's error
+shape and a param/message naming the field. What vLLM validates (the OpenAI fields) is not
+checked here: such requests reach vLLM, which answers them (test_ingress_vllm_answers.py)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ import json
 from typing import Any
 
 import pytest
+from conftest import FakeMesh, build_ingress
+from fastapi.testclient import TestClient
 
 from services.ingress.core import (
     APIError,
     APIKeyConfig,
-    ChatCompletionRequest,
-    CompletionRequest,
     ModelInfo,
     SLOPolicy,
     authenticate,
-    build_request_meta,
-    parse_body,
     resolve_slo,
 )
+from services.ingress.core.json_body import decode_json
+from services.ingress.core.request_meta import admission_request
+from services.ingress.core.request_view import parse_slo, read_view
 from shared.domain import Request
 
 MODELS = {"llama": ModelInfo("llama", 4096), "qwen": ModelInfo("qwen", 2048)}
@@ -41,11 +43,12 @@ def admit(
 ) -> Request:
     """The ingress core end to end, as the shell drives it."""
     principal = authenticate(authorization, keys)
-    body = parse_body(raw, ChatCompletionRequest if chat else CompletionRequest)
-    slo = resolve_slo(body.slo, headers or {}, principal.default_class, SLOPolicy())
-    return build_request_meta(
+    route = "/v1/chat/completions" if chat else "/v1/completions"
+    view = read_view(route, decode_json(raw), "llama")
+    slo = resolve_slo(parse_slo(view.slo), headers or {}, principal.default_class, SLOPolicy())
+    return admission_request(
         request_id="r1",
-        body=body,
+        view=view,
         principal=principal,
         slo=slo,
         prompt_tokens=prompt_tokens,
@@ -72,41 +75,8 @@ def assert_openai_error(err: APIError, status: int, param: str | None, fragment:
 
 CASES = [
     # (name, raw body, kwargs, status, param, message fragment, code)
-    ("malformed-json", '{"model": "llama",', {}, 400, None, "not valid JSON", None),
     ("not-utf8", b'{"model": "\xff"}', {}, 400, "model", "must be valid Unicode",
      "invalid_unicode"),
-    ("json-array", "[1, 2]", {}, 400, None, "must be a JSON object", None),
-    ("missing-model", json.dumps({"messages": []}), {}, 400, "model", "Field required", None),
-    ("model-wrong-type", chat(model=7), {}, 400, "model", "valid string", None),
-    ("max-tokens-string", chat(max_tokens="5"), {}, 400, "max_tokens", "valid integer", None),
-    ("max-tokens-float", chat(max_tokens=5.5), {}, 400, "max_tokens", "valid integer", None),
-    ("max-tokens-negative", chat(max_tokens=-3), {}, 400, "max_tokens", "greater than 0", None),
-    ("max-tokens-zero", chat(max_tokens=0), {}, 400, "max_tokens", "greater than 0", None),
-    ("max-tokens-absurd", chat(max_tokens=10**9), {}, 400, "max_tokens", "<= 4096", None),
-    (
-        "max-completion-tokens-absurd",
-        chat(max_completion_tokens=10**9),
-        {},
-        400,
-        "max_completion_tokens",
-        "<= 4096",
-        None,
-    ),
-    ("stream-wrong-type", chat(stream="yes"), {}, 400, "stream", "valid boolean", None),
-    ("ignore-eos-wrong-type", chat(ignore_eos="yes"), {}, 400, "ignore_eos", "valid boolean",
-     None),
-    ("ignore-eos-number-completion",
-     json.dumps({"model": "llama", "prompt": "x", "ignore_eos": 1}), {"chat": False}, 400,
-     "ignore_eos", "valid boolean", None),
-    ("temperature-range", chat(temperature=7), {}, 400, "temperature", "less than or equal", None),
-    ("top-p-zero", chat(top_p=0), {}, 400, "top_p", "greater than 0", None),
-    ("bad-role", chat(messages=[{"role": "bot", "content": "x"}]), {}, 400,
-     "messages[0].role", "'system'", None),
-    ("no-messages", chat(messages=[]), {}, 400, "messages", "at least 1", None),
-    ("image-part", chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}]), {},
-     400, "messages[0].content", "only type 'text'", None),
-    ("priority-wrong-type", chat(priority="high"), {}, 400, "priority", "valid integer", None),
-    ("priority-absurd", chat(priority=5000), {}, 400, "priority", "between -1000 and 1000", None),
     ("slo-negative-ttft", chat(slo={"ttft_ms": -5}), {}, 400, "slo.ttft_ms", "greater than 0",
      None),
     ("slo-zero-tpot", chat(slo={"tpot_ms": 0}), {}, 400, "slo.tpot_ms", "greater than 0", None),
@@ -118,6 +88,7 @@ CASES = [
      None),
     ("slo-typo-field", chat(slo={"ttft": 100}), {}, 400, "slo.ttft", "Extra inputs", None),
     ("slo-unknown-class", chat(slo="platinum"), {}, 400, "slo", "valid: batch-1, batch-2", None),
+    ("slo-empty-class", chat(slo="  "), {}, 400, "slo", "must not be empty", None),
     ("slo-wrong-type", chat(slo=12), {}, 400, "slo", "class name or an object", None),
     ("header-non-numeric", chat(), {"headers": {"X-SLO-TTFT-MS": "soon"}}, 400,
      "x-slo-ttft-ms", "positive number", None),
@@ -125,17 +96,8 @@ CASES = [
      "positive number", None),
     ("header-absurd", chat(), {"headers": {"x-slo-ttft-ms": "1e11"}}, 400, "x-slo-ttft-ms",
      "<=", None),
-    ("unknown-model", chat(model="gpt-9"), {}, 404, "model", "served models: llama, qwen",
-     "model_not_found"),
-    ("oversized-prompt", chat(max_tokens=100), {"prompt_tokens": 4000}, 400, "messages",
-     "maximum context length is 4096", "context_length_exceeded"),
-    ("prompt-fills-context", chat(), {"prompt_tokens": 4096}, 400, "messages",
-     "resulted in 4096 tokens", "context_length_exceeded"),
-    ("oversized-completion-prompt", json.dumps({"model": "qwen", "prompt": "x", "max_tokens": 50}),
-     {"prompt_tokens": 2000, "chat": False}, 400, "prompt", "2050 tokens",
-     "context_length_exceeded"),
-    ("n-prompts", json.dumps({"model": "llama", "prompt": ["a", "b"]}), {"chat": False}, 400,
-     "prompt", "n>1 prompts not supported", None),
+    ("unknown-model", chat(model="gpt-9"), {}, 404, "model", "The model `gpt-9` does not exist.",
+     404),
     ("missing-key", chat(), {"authorization": None}, 401, None, "missing API key",
      "invalid_api_key"),
     ("wrong-key", chat(), {"authorization": "Bearer sk-bad"}, 401, None, "invalid API key",
@@ -155,14 +117,14 @@ def test_ingress_bad_input_is_openai_error(
     status: int,
     param: str | None,
     fragment: str,
-    code: str | None,
+    code: str | int | None,
 ) -> None:
     with pytest.raises(APIError) as info:
         admit(raw, **kwargs)
     assert_openai_error(info.value, status, param, fragment)
     assert info.value.code == code
-    if param is not None:
-        assert info.value.message.startswith(param) or code is not None
+    if param is not None and status == 400:
+        assert info.value.message.startswith(param)
 
 
 def test_ingress_good_request_passes_every_stage() -> None:
@@ -177,3 +139,36 @@ def test_ingress_key_default_class_applies_without_slo() -> None:
     req = admit(chat())
     assert req.slo.class_name == "batch-1"
     assert req.slo.ttft_deadline_s == pytest.approx(60.0)
+
+
+# slomesh's former stricter checks: vLLM judges these fields now (its leniency wins), so the
+# ingress admits the request and forwards the body untouched
+VLLMS_TO_JUDGE = [
+    ("n-2", chat(n=2)),
+    ("temperature-7", chat(temperature=7)),
+    ("top-p-zero", chat(top_p=0)),
+    ("stop-list-5", chat(stop=["a", "b", "c", "d", "e"])),
+    ("max-tokens-string", chat(max_tokens="5")),
+    ("max-tokens-zero", chat(max_tokens=0)),
+    ("max-tokens-absurd", chat(max_tokens=10**9)),
+    ("stream-wrong-type", chat(stream="yes")),
+    ("bad-role", chat(messages=[{"role": "bot", "content": "x"}])),
+    ("image-part", chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}])),
+    ("priority-absurd", chat(priority=5000)),
+    ("priority-wrong-type", chat(priority="high")),
+    ("missing-model", json.dumps({"messages": [{"role": "user", "content": "hi"}]})),
+    ("tools", chat(tools=[{"type": "function", "function": {"name": "f"}}])),
+    ("response-format", chat(response_format={"type": "json_object"})),
+]
+
+
+@pytest.mark.parametrize("raw", [pytest.param(c[1], id=c[0]) for c in VLLMS_TO_JUDGE])
+def test_ingress_forwards_what_vllm_judges(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    mesh = FakeMesh()
+    app, _ = build_ingress(monkeypatch, mesh)
+    response = TestClient(app).post("/v1/chat/completions", content=raw)
+    assert response.status_code == 200, response.text  # the double's answer
+    (sent,) = mesh.forwarded
+    forwarded = json.loads(sent.http.body)
+    assert "slomesh" in forwarded.pop("vllm_xargs")
+    assert forwarded == json.loads(raw)
