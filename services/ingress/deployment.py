@@ -104,6 +104,7 @@ def _grpc_status(http_status: int) -> Any:
     return {
         400: grpc.StatusCode.INVALID_ARGUMENT,
         401: grpc.StatusCode.UNAUTHENTICATED,
+        403: grpc.StatusCode.PERMISSION_DENIED,
         404: grpc.StatusCode.NOT_FOUND,
         429: grpc.StatusCode.RESOURCE_EXHAUSTED,
         503: grpc.StatusCode.UNAVAILABLE,

@@ -50,6 +50,7 @@ async def http_response(admitted: Admitted) -> Response:
         await chunks.aclose()  # type: ignore[attr-defined]  # ends the replica call
         raise
     media = headers.pop("content-type", "application/json")
+    headers.update(admitted.headers)
     if media.startswith("text/event-stream"):
         return StreamingResponse(
             _events(admitted, early), status_code=status, headers=headers, media_type=media

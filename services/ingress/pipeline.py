@@ -45,7 +45,6 @@ from services.ingress.relay import StreamRelay
 from services.ingress.slicing import slice_streams
 from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
-from shared.domain.engine_metadata import engine_metadata
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import request_to_meta
 from shared.rpc.slomesh.v1 import common_pb2, predictor_pb2, replica_pb2, scheduler_pb2
@@ -70,6 +69,8 @@ class Admitted:
     prompt: str
     replica: str
     chunks: AsyncIterator[replica_pb2.ReplicaChunk]
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Response headers slomesh adds to vLLM's (an entitlement's clamp)."""
 
 
 class Pipeline(StreamRelay):
@@ -171,7 +172,7 @@ class Pipeline(StreamRelay):
                 arrival_s=time.time(),
                 config=self.args.admission,
             )
-            req = ten.apply(req, self._class_ttfts)
+            req, answer_headers = ten.entitled(req, self._class_ttfts)
             self.gate.check(req)  # 429 at once while the scheduler's last "no" holds
             if prompt:
                 req = dataclasses.replace(req, prefix=prompt_prefix(prompt, ids))
@@ -184,14 +185,18 @@ class Pipeline(StreamRelay):
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
             span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
-            reply, admit_msg = await self._place(req, meta, prompt, span)
+            try:
+                reply, admit_msg = await self._place(req, meta, prompt, span)
+            except APIError as err:
+                if err.status in (429, 503):  # the mesh said no: the quota is not spent
+                    self._rate_limiter.refund(principal.tokens_per_minute, req, time.monotonic())
+                raise
         token = otel_context.attach(ctx)  # the replica's `execution` span joins this trace
         try:
             headers = trace_headers()
         finally:
             otel_context.detach(token)
-        now = time.time()
-        body = forward_body(view, engine_metadata(req, now, now - req.arrival_s), raw)
+        body = forward_body(view, raw)
         generate = replica_pb2.ReplicaGenerateRequest(
             meta=meta,
             http=replica_pb2.HttpCall(
@@ -210,7 +215,7 @@ class Pipeline(StreamRelay):
 
         root.set_attribute("slomesh.request_id", req.request_id)
         stream = self._stream(req, reply.replica, open_stream, readmit, root)
-        return Admitted(req, prompt, reply.replica.application, stream)
+        return Admitted(req, prompt, reply.replica.application, stream, answer_headers)
 
     async def _place(
         self, req: Request, meta: common_pb2.RequestMeta, prompt: str, span: trace.Span

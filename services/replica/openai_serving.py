@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from services.replica.asgi_call import ResponseStart, call
-from services.replica.vllm.engine_client import SLOEngineClient
+from services.replica.vllm.engine_client import SERVING, SLOEngineClient
 from services.replica.vllm.openai_app import ServingOptions, build_openai_app
 from shared.domain import Request
 from shared.domain.engine import EngineStatus
+from shared.domain.engine_metadata import engine_metadata
 from shared.rpc.slomesh.v1 import replica_pb2
 
 PASSED_HEADERS = frozenset({"content-type", "traceparent", "tracestate"})
@@ -48,6 +49,9 @@ class OpenAIServing:
             self.sim_core.requests[rid] = request
         headers = [(h.name, h.value) for h in http.headers if h.name.lower() in PASSED_HEADERS]
         status = 0
+        now = time.time()
+        meta = engine_metadata(request, now, now - request.arrival_s)
+        token = SERVING.set(meta)  # the application's tasks inherit it (engine_client.py)
         try:
             async for event in call(self.app, http.method, http.path, headers, http.body):
                 chunk = replica_pb2.ReplicaChunk(request_id=rid, time_unix_s=time.time())
@@ -62,6 +66,7 @@ class OpenAIServing:
                 chunk.output_tokens = followed.output_tokens
                 yield chunk
         finally:
+            SERVING.reset(token)
             done = self.client.release(rid)
             if self.sim_core is not None:
                 self.sim_core.requests.pop(rid, None)

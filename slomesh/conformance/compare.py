@@ -75,8 +75,20 @@ def reassemble(stream: list[Any]) -> dict[str, Any]:
             out["usage"] = event["usage"]
         for choice in event.get("choices") or ():
             _fold(choices.setdefault(int(choice.get("index", 0)), _empty()), choice)
-    out["choices"] = [choices[i] for i in sorted(choices)]
+    out["choices"] = [_merge_lists(choices[i]) for i in sorted(choices)]
     return out
+
+
+def _merge_lists(acc: dict[str, Any]) -> dict[str, Any]:
+    """A completions choice's logprobs pieces (parallel lists per chunk) as one set of lists."""
+    pieces = acc["logprobs"]
+    if pieces and all(isinstance(p, dict) and "tokens" in p for p in pieces):
+        merged: dict[str, list[Any]] = {}
+        for piece in pieces:
+            for key, value in piece.items():
+                merged.setdefault(key, []).extend(value or [])
+        acc["logprobs"] = merged
+    return acc
 
 
 def _empty() -> dict[str, Any]:
@@ -104,8 +116,8 @@ def _fold(acc: dict[str, Any], choice: dict[str, Any]) -> None:
     if isinstance(logprobs, dict):
         if "content" in logprobs:
             acc["logprobs"].extend(logprobs.get("content") or [])
-        else:  # completions: parallel lists
-            acc["logprobs"].append({k: logprobs.get(k) for k in sorted(logprobs)})
+        else:  # completions: parallel lists, extended key by key
+            acc["logprobs"].append(logprobs)
     acc["token_ids"].extend(choice.get("token_ids") or [])
     if choice.get("finish_reason") is not None:
         acc["finish_reason"] = choice["finish_reason"]

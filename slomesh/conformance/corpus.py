@@ -276,7 +276,7 @@ def corpus(model: str) -> list[Case]:
 
 def _errors(model: str) -> list[Case]:
     chat = "/v1/chat/completions"
-    ok = {"model": model, "messages": _HELLO, "max_tokens": 4}
+    ok = {"model": model, "messages": _HELLO, "max_tokens": 4, "temperature": 0}
     bad: list[tuple[str, dict[str, Any] | str]] = [
         ("missing-messages", {"model": model, "max_tokens": 4}),
         ("max-tokens-string", {**ok, "max_tokens": "x"}),
@@ -306,7 +306,11 @@ def _errors(model: str) -> list[Case]:
     ]
     cases = [Case(f"error/chat/{name}", chat, body) for name, body in bad]
     cases += [
-        Case("error/completions/missing-prompt", "/v1/completions", {"model": model}),
+        Case(
+            "error/completions/missing-prompt",
+            "/v1/completions",
+            {"model": model, "temperature": 0},
+        ),
         Case(
             "error/completions/echo-stream-logprobs-too-many",
             "/v1/completions",

@@ -129,10 +129,11 @@ def unauthorized(message: str = "invalid or missing API key") -> APIError:
 
 
 def model_not_found(model: str, served: list[str]) -> APIError:
-    """404 for a model this mesh does not serve, as vLLM answers it (`served` is not listed:
-    vLLM does not list it either; /v1/models does)."""
-    del served
-    return APIError(404, f"The model `{model}` does not exist.", "NotFoundError", "model", 404)
+    """404 for a model this mesh does not serve, in vLLM's words (its served names as the
+    valid aliases)."""
+    names = ", ".join(served)
+    message = f"The model `{model}` does not exist. Valid aliases: {names}."
+    return APIError(404, message, "NotFoundError", "model", 404)
 
 
 def overloaded(

@@ -9,8 +9,9 @@ tie-break inside slomesh's order), vLLM's `ignore_eos`, and slomesh's extension 
 of the wrong type reads as absent here; vLLM then answers the 400 it gives for it.
 
 On the way to the replica the ingress removes `slo` (slomesh's, not vLLM's) and any
-client-sent slomesh metadata in `vllm_xargs`, and adds its own there (`forward_body`), so no
-client can set a deadline or an engine priority of its own.
+client-sent slomesh metadata in `vllm_xargs` (`forward_body`); otherwise the body goes byte
+for byte. The replica gives vLLM slomesh's metadata itself, so no client can set a deadline or
+an engine priority of its own.
 """
 
 from __future__ import annotations
@@ -91,20 +92,19 @@ def read_view(route: str, data: Any, default_model: str) -> RequestView:
     )
 
 
-def forward_body(view: RequestView, metadata: dict[str, Any], raw: bytes) -> bytes:
-    """The body vLLM gets: the client's, without `slo` and client-sent slomesh metadata, with
-    slomesh's metadata in `vllm_xargs`. A body that is not a JSON object goes as it came
-    (vLLM answers its error)."""
-    if not view.body and not raw.lstrip().startswith(b"{"):
+def forward_body(view: RequestView, raw: bytes) -> bytes:
+    """The body vLLM gets: the client's, byte for byte, unless it carries slomesh's `slo` or
+    client-sent slomesh metadata in `vllm_xargs`, which are removed (no client sets its own
+    deadline or engine priority; the replica adds slomesh's metadata itself)."""
+    body = view.body
+    xargs = body.get("vllm_xargs")
+    spoofed = isinstance(xargs, dict) and EXTRA_ARGS_KEY in xargs
+    if "slo" not in body and not spoofed:
         return raw
-    body = {k: v for k, v in view.body.items() if k != "slo"}
-    sent = body.get("vllm_xargs")
-    if sent is not None and not isinstance(sent, dict):
-        return json.dumps(body).encode()  # vLLM refuses the malformed field itself
-    xargs = {k: v for k, v in (sent or {}).items() if k != EXTRA_ARGS_KEY}
-    xargs[EXTRA_ARGS_KEY] = json.dumps(metadata, separators=(",", ":"))
-    body["vllm_xargs"] = xargs
-    return json.dumps(body, ensure_ascii=False).encode()
+    cleaned = {k: v for k, v in body.items() if k != "slo"}
+    if isinstance(xargs, dict) and spoofed:
+        cleaned["vllm_xargs"] = {k: v for k, v in xargs.items() if k != EXTRA_ARGS_KEY}
+    return json.dumps(cleaned, ensure_ascii=False).encode()
 
 
 def prompt_text(view: RequestView, tokenizer: Any | None) -> tuple[str, list[int] | None]:

@@ -1,12 +1,12 @@
 """`SLOEngineClient`: vLLM's `EngineClient` as vLLM's OpenAI serving classes see it, with slomesh
 between them and the engine.
 
-It wraps an `AsyncLLM` (the real engine, or `SimulatedAsyncLLM` for simulated replicas) and
-passes every call through, except `generate`:
-- slomesh's metadata arrives in the request's `vllm_xargs` (the ingress puts it there, under
-  `slomesh`, as a JSON string: vllm_xargs only carries flat values) and so in
-  `SamplingParams.extra_args`; it is decoded in place for the engine's scheduler hook
-  (services/replica/vllm/scheduler_hook.py), which reads `extra_args["slomesh"]`;
+It wraps an `AsyncLLM` (the real engine, or the simulated one of sim_llm.py) and passes every
+call through, except `generate`:
+- slomesh's metadata of the request being served (set by the replica in `SERVING`, a context
+  variable the application's tasks inherit, so the client's body reaches vLLM byte for byte)
+  is put in `SamplingParams.extra_args["slomesh"]`, vLLM's own channel to the engine core, where
+  the scheduler hook (scheduler_hook.py) and the simulated engine read it;
 - the engine priority is slomesh's, computed once at the ingress (band, then SLO class, then the
   body's `priority` with vLLM's meaning as the tie-break: services/ingress/core/tenancy.py);
   the body's priority that vLLM's serving classes pass on is replaced by it;
@@ -20,7 +20,7 @@ prompt and format the output; nothing of the request is rebuilt here.
 
 from __future__ import annotations
 
-import json
+import contextvars
 import time
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
@@ -43,16 +43,11 @@ class Followed:
     calls: int = 0
 
 
-def decode_metadata(params: Any) -> dict[str, Any] | None:
-    """slomesh's metadata of a request's SamplingParams, decoded in place (None: a request that
-    did not come through the ingress)."""
-    extra = getattr(params, "extra_args", None)
-    if not extra or EXTRA_ARGS_KEY not in extra:
-        return None
-    raw = extra[EXTRA_ARGS_KEY]
-    meta = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    extra[EXTRA_ARGS_KEY] = meta
-    return meta
+SERVING: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "slomesh_serving", default=None
+)
+"""slomesh's engine metadata (shared/domain/engine_metadata.py) of the request the current task
+serves: set by the replica around its call of the application."""
 
 
 class SLOEngineClient:
@@ -81,9 +76,12 @@ class SLOEngineClient:
     async def generate(
         self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
     ) -> AsyncGenerator[Any, None]:
-        meta = decode_metadata(sampling_params)
+        meta = SERVING.get()
         followed: Followed | None = None
         if meta is not None:
+            extra = dict(getattr(sampling_params, "extra_args", None) or {})
+            extra[EXTRA_ARGS_KEY] = meta
+            sampling_params.extra_args = extra
             kwargs["priority"] = int(meta.get("priority", 0))
             followed = self._followed.get(str(meta.get("request_id", "")))
         if followed is not None:
