@@ -25,6 +25,8 @@ class SimReplica:
         self.loop = loop
         self.thread = thread
         self.serving: Any = None
+        self.model_dir: Path | None = None
+        """The tiny model's directory (its tokenizer and chat template)."""
 
     @classmethod
     def start(cls, model_dir: Path, served: str, max_model_len: int) -> SimReplica:
@@ -34,6 +36,7 @@ class SimReplica:
         thread.start()
         replica = cls(loop, thread)
         try:
+            replica.model_dir = model_dir
             replica.serving = replica.run(_build(model_dir, served, max_model_len))
         except BaseException:
             replica.stop()
@@ -47,26 +50,40 @@ class SimReplica:
     async def serve(
         self, request: Request, http: replica_pb2.HttpCall
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
-        """`OpenAIServing.serve` on the replica's loop, its chunks on the caller's."""
-        stream = self.serving.serve(request, http)
+        """`OpenAIServing.serve` on the replica's loop (one task iterates it, as the replica's
+        Generate does), its chunks on the caller's loop."""
+        caller = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
 
-        async def step() -> Any:
+        def put(item: Any) -> None:
+            caller.call_soon_threadsafe(queue.put_nowait, item)
+
+        async def pump() -> None:
             try:
-                return await anext(stream)
-            except StopAsyncIteration:
-                return _END
+                async for chunk in self.serving.serve(request, http):
+                    put(chunk)
+            except BaseException as exc:
+                put(exc)
+                raise
+            finally:
+                put(_END)
 
+        task = asyncio.run_coroutine_threadsafe(pump(), self.loop)
+        ended = False
         try:
             while True:
-                item = await asyncio.wrap_future(
-                    asyncio.run_coroutine_threadsafe(step(), self.loop)
-                )
+                item = await queue.get()
                 if item is _END:
+                    ended = True
                     return
+                if isinstance(item, BaseException):
+                    raise item
                 yield item
         finally:
-            closing = asyncio.run_coroutine_threadsafe(stream.aclose(), self.loop)
-            await asyncio.wrap_future(closing)
+            if not ended:  # closed early: the replica's stream closes, the engine aborts
+                self.loop.call_soon_threadsafe(task.cancel)
+                while await queue.get() is not _END:
+                    pass
 
     def stop(self) -> None:
         if self.serving is not None:
