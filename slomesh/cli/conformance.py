@@ -71,6 +71,22 @@ def reference_server(replica: dict[str, Any], port: int) -> Iterator[str]:
             stop(running)
 
 
+def page(text: str, against: str, config: Path | None, model: str) -> str:
+    """The results page: what was compared, with the command, then the table."""
+    import datetime
+
+    day = datetime.date.today().isoformat()
+    where = config or "deploy/ray/local.yaml"
+    return (
+        "# Conformance with vLLM\n\n"
+        f"Generated on {day} by `slomesh conformance --against {against}` (model `{model}`): "
+        "every case sent to bare vLLM (`python -m vllm.entrypoints.openai.api_server`, started "
+        f"with the engine arguments of the first vLLM replica of `{where}`) and to the "
+        "deployment, one at a time; bodies compared after removing only ids, timestamps and "
+        "fingerprints, streams reassembled per choice (slomesh/conformance/).\n\n" + text
+    )
+
+
 def run_conformance(args: argparse.Namespace) -> int:
     from slomesh.cli import mesh
     from slomesh.conformance.corpus import corpus
@@ -88,5 +104,5 @@ def run_conformance(args: argparse.Namespace) -> int:
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        args.out.write_text(page(text, args.against, args.config, model) + "\n")
     return 0 if all(r.same for r in rows) else 1
