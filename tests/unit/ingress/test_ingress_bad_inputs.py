@@ -96,8 +96,8 @@ CASES = [
      "positive number", None),
     ("header-absurd", chat(), {"headers": {"x-slo-ttft-ms": "1e11"}}, 400, "x-slo-ttft-ms",
      "<=", None),
-    ("unknown-model", chat(model="gpt-9"), {}, 404, "model", "The model `gpt-9` does not exist.",
-     404),
+    ("unknown-model", chat(model="gpt-9"), {}, 404, "model",
+     "The model `gpt-9` does not exist. Valid aliases: llama, qwen.", 404),
     ("missing-key", chat(), {"authorization": None}, 401, None, "missing API key",
      "invalid_api_key"),
     ("wrong-key", chat(), {"authorization": "Bearer sk-bad"}, 401, None, "invalid API key",
@@ -169,6 +169,4 @@ def test_ingress_forwards_what_vllm_judges(monkeypatch: pytest.MonkeyPatch, raw:
     response = TestClient(app).post("/v1/chat/completions", content=raw)
     assert response.status_code == 200, response.text  # the double's answer
     (sent,) = mesh.forwarded
-    forwarded = json.loads(sent.http.body)
-    assert "slomesh" in forwarded.pop("vllm_xargs")
-    assert forwarded == json.loads(raw)
+    assert sent.http.body == raw.encode()  # byte for byte

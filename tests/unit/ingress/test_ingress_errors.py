@@ -59,8 +59,10 @@ def test_ingress_error_messages_name_the_field() -> None:
     assert bad_request("max_tokens", "must be >= 1").message == "max_tokens: must be >= 1"
     assert bad_request(None, "body is empty").message == "body is empty"
     assert invalid_json("boom").message == "request body is not valid JSON: boom"
-    # vLLM's message, word for word (it does not list the served models: /v1/models does)
-    assert model_not_found("x", ["b", "a"]).message == "The model `x` does not exist."
+    # vLLM's words, the served names as its valid aliases
+    assert model_not_found("x", ["b", "a"]).message == (
+        "The model `x` does not exist. Valid aliases: b, a."
+    )
     assert (
         "15 tokens (10 in the prompt, 5 in the completion)"
         in context_too_long("prompt", 10, 5, 12).message

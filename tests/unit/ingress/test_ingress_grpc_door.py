@@ -114,7 +114,8 @@ def test_generate_unknown_model_is_not_found_in_vllms_words(
 ) -> None:
     mesh = FakeMesh()
     got, details, _ = _serve_and_call(monkeypatch, {}, [], mesh, model="nope")
-    assert (got, details) == (grpc.StatusCode.NOT_FOUND, "The model `nope` does not exist.")
+    assert got == grpc.StatusCode.NOT_FOUND
+    assert details == "The model `nope` does not exist. Valid aliases: llama, qwen."
     assert not mesh.forwarded
 
 
@@ -143,17 +144,14 @@ def test_generate_sends_an_openai_body_to_vllm(
     monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], route: str, body: dict[str, Any]
 ) -> None:
     """gRPC Generate takes the HTTP routes' path: one streamed OpenAI body, the SLO as slomesh's
-    extension (removed before vLLM), slomesh's metadata in vllm_xargs; the events' text comes
-    back as chunks."""
+    extension (removed before vLLM); the events' text comes back as chunks."""
     mesh = FakeMesh()
     got, details, chunks = _serve_and_call(monkeypatch, {}, [], mesh, **fields)
     assert got == grpc.StatusCode.OK, details
     (sent,) = mesh.forwarded
     forwarded = json.loads(sent.http.body)
-    xargs = forwarded.pop("vllm_xargs")
     assert sent.http.path == route
     assert forwarded == {"model": "llama", "stream": True, "temperature": 0.0, **body}
-    assert json.loads(xargs["slomesh"])["request_id"] == sent.meta.request_id
     assert "".join(c.text for c in chunks) == "w1 w2 w3 "
     assert (chunks[-1].finished, chunks[-1].finish_reason, chunks[-1].output_tokens) == (
         True,
