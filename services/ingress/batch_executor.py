@@ -53,6 +53,7 @@ class PipelineExecutor:
                 batch_slo(request.deadline_abs_s, time.time()),
                 f"{request.request_id[:12]}-{request.attempt}",
                 self.config.criticality,
+                self.config.priority,
             )
             view = read_view(request.url, data, self.pipeline.default_model)
             raw = json.dumps(data).encode()

@@ -98,7 +98,11 @@ async def grpc_chunks(admitted: Admitted) -> AsyncIterator[ingress_pb2.GenerateC
     0's `delta.content` or `text`), output tokens so far, and the finish on the last chunk."""
     rid = admitted.request.request_id
     prompt_tokens = admitted.request.input_tokens
-    status, _, early = await _start(admitted.chunks)
+    status, headers, early = await _start(admitted.chunks)
+    if not headers.get("content-type", "").startswith("text/event-stream"):
+        # vLLM refused the request before streaming: its JSON error, with its status
+        body = b"".join(early + [c.body async for c in admitted.chunks if c.body])
+        raise _json_error(status, body)
     buffer = b"".join(early)
     reason = ""
     tokens = 0
@@ -131,6 +135,16 @@ async def grpc_chunks(admitted: Admitted) -> AsyncIterator[ingress_pb2.GenerateC
         finished=True,
         finish_reason=reason or "stop",
     )
+
+
+def _json_error(status: int, body: bytes) -> APIError:
+    try:
+        error = json.loads(body).get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    message = str(error.get("message") or body.decode("utf-8", "replace")[:500])
+    kind = str(error.get("type") or "server_error")
+    return APIError(status if status >= 400 else 502, message, kind, error.get("param"))
 
 
 def _split_events(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:

@@ -59,6 +59,7 @@ class BatchAdmission:
     slo: SLO
     request_id: str
     criticality: int = -1  # the band (gateway convention): -1 sheddable, the lowest default one
+    engine_priority: int = 1000  # the engine's order (vLLM's, lower first): the last
 
 
 @dataclass
@@ -158,7 +159,13 @@ class Pipeline(StreamRelay):
             else:
                 principal, slo = batch.principal, batch.slo
                 ten = Tenancy(
-                    principal.tenant, principal.weight, None, batch.criticality, None, view.priority
+                    principal.tenant,
+                    principal.weight,
+                    None,
+                    batch.criticality,
+                    None,
+                    fixed_engine_priority=batch.engine_priority,
+                    tie_break=view.priority,
                 )
             tokenizer = self._tokenizers.get(view.model)
             prompt, ids = prompt_text(view, tokenizer)

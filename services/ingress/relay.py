@@ -59,10 +59,12 @@ class StreamRelay:
         first = finish = 0.0
         tokens, reason = 0, "abort"
         call = open_stream(replica.application)
+        accepted = False
         try:
             for attempt in range(self.args.accept_retries + 1):
                 try:
                     await self._accepted(call, replica.application)
+                    accepted = True
                     break
                 except CallFailed as err:
                     # no token was sent yet: give the seat back and admit it again. A replica
@@ -94,6 +96,15 @@ class StreamRelay:
                 yield chunk
         except CallFailed as err:
             reason = "error"
+            if not accepted:  # nothing reached the engine: the client may try again
+                raise APIError(
+                    503,
+                    f"no replica accepted the request ({replica.application}: {err.code})",
+                    "server_overloaded",
+                    None,
+                    "service_unavailable",
+                    1.0,
+                ) from None
             raise server_error(
                 f"replica {replica.application} failed mid-request: {err.code}"
             ) from None

@@ -187,6 +187,21 @@ def _logprobs(ids: list[int], k: int, vocab: list[int]) -> Any:
     )
 
 
+def word_ids(tokenizer: Any, most: int = 50000) -> list[int]:
+    """Token ids the synthetic output draws from: those that decode to letters (no special,
+    byte-fallback or punctuation tokens, so every choice has visible text and random stop
+    strings rarely fire)."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = []
+    for i in range(min(len(tokenizer), most)):
+        if i in special:
+            continue
+        text = tokenizer.decode([i]).strip()
+        if text.isalpha():
+            ids.append(i)
+    return ids or [i for i in range(min(len(tokenizer), most)) if i not in special]
+
+
 def simulated_llm(vllm_config: Any, engine: AsyncSimEngine, model: str) -> Any:
     """vLLM's AsyncLLM front end (built as AsyncLLM builds it) over a SimulatedEngineCore."""
     from vllm.renderers import renderer_from_config
@@ -212,9 +227,9 @@ def simulated_llm(vllm_config: Any, engine: AsyncSimEngine, model: str) -> Any:
         admission_stats=None,
     )
     tokenizer = renderer.tokenizer
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    vocab = [i for i in range(min(len(tokenizer), 50000)) if i not in special]
-    llm.engine_core = SimulatedEngineCore(engine, model, vocab, int(tokenizer.eos_token_id))
+    llm.engine_core = SimulatedEngineCore(
+        engine, model, word_ids(tokenizer), tokenizer.eos_token_id
+    )
     llm.logger_manager = None
     llm._client_count = 1
     llm._elastic_ep_lock = asyncio.Lock()

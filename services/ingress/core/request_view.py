@@ -113,12 +113,13 @@ def prompt_text(view: RequestView, tokenizer: Any | None) -> tuple[str, list[int
     count, prefix hashes and the length predictor. What cannot be rendered here is counted from
     its JSON text (vLLM renders it exactly on the replica)."""
     body = view.body
-    if view.route == "/v1/chat/completions" and isinstance(body.get("messages"), list):
+    chat = view.route in ("/v1/chat/completions", "/tokenize")
+    if chat and isinstance(body.get("messages"), list):
         text = _render_chat(body, tokenizer)
         if text is not None and tokenizer is not None:
             return text, list(tokenizer(text, add_special_tokens=False)["input_ids"])
         return text if text is not None else _json_text(body.get("messages")), None
-    source = body.get("prompt") if view.route == "/v1/completions" else body.get("input")
+    source = body.get("input") if view.route == "/v1/responses" else body.get("prompt")
     if isinstance(source, str):
         ids = list(tokenizer(source)["input_ids"]) if tokenizer is not None else None
         return source, ids

@@ -84,9 +84,9 @@ def test_list_pages_and_cancel(setup: tuple[openai.OpenAI, Any]) -> None:
         (b'{"custom_id":"a","method":"GET","url":"/v1/completions","body":{}}', "batch", "method"),
         (b'{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{}}', "batch", "url"),
         (
-            b'{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"m"}}',
+            b'{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"stream":true}}',
             "batch",
-            "prompt",
+            "body.stream",
         ),
         (batch_jsonl(1) + batch_jsonl(1), "batch", "custom_id"),
         (b"not json", "batch", "line 1"),
@@ -171,7 +171,8 @@ def test_batch_requests_enter_admission_in_the_lowest_band(
     metas = [m.meta for m in mesh.admits]
     assert len(metas) == 3
     # the band orders batch lines; the body's priority (vLLM's meaning) stays the line's own
-    assert {(m.criticality, m.priority, m.slo.class_name) for m in metas} == {(-1, 0, "batch")}
+    # the sheddable band and the engine's last place (BatchConfig.priority)
+    assert {(m.criticality, m.priority, m.slo.class_name) for m in metas} == {(-1, 1000, "batch")}
     assert all(7_140_000 <= m.slo.deadline_ms <= 7_200_000 for m in metas)  # the 2 h window
     # each line's body goes to vLLM as the same request online would, without streaming
     sent = [json.loads(r.http.body) for r in mesh.forwarded]

@@ -102,7 +102,7 @@ def test_forward_body_strips_slomesh_fields(body: dict[str, Any], expected: dict
     "raw",
     [
         # every vLLM field as sent, byte for byte (spacing and key order included)
-        b'{"model":"m", "messages":[{"role":"user","content":"h\u00e9llo"}], "n":2,'
+        rb'{"model":"m", "messages":[{"role":"user","content":"h\u00e9llo"}], "n":2,'
         b' "temperature":7, "priority":-5, "stop":["a","b","c","d","e"],'
         b' "vllm_xargs":{"k":2.5}, "response_format":{"type":"json_object"}}',
         b"[1, 2]",

@@ -181,11 +181,6 @@ class _RefusingMesh(FakeMesh):
             yield chunk
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="openai_relay.grpc_chunks reads only server-sent events: vLLM's JSON error body "
-    "(its 400 before a stream starts) is skipped and the call ends OK with an empty finish",
-)
 def test_generate_refused_by_vllm_keeps_its_status_and_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

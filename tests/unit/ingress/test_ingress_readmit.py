@@ -41,8 +41,10 @@ def test_readmission_gives_up_with_a_clear_error(monkeypatch: pytest.MonkeyPatch
     app, instance = build_ingress(monkeypatch, mesh)
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.post("/v1/completions", json=BODY)
-    assert response.status_code == 500, response.text
+    # nothing reached an engine: a retryable 503 with Retry-After, naming the replica
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"]
     error = response.json()["error"]
-    assert error["type"] == "server_error" and "replica-0" in error["message"]
+    assert "no replica accepted" in error["message"] and "replica-0" in error["message"]
     admits = sum(1 for c in mesh.calls if c[1] == "Admit")
     assert admits == 1 + instance.pipeline.args.accept_retries
