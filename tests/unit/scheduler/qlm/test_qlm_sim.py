@@ -8,8 +8,8 @@ import pytest
 from services.scheduler.core.qlm.policy import QLMPolicy
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
-from slomesh.stacks import STACKS
 from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
 
 pytestmark = pytest.mark.slow  # whole simulator scenario runs
 
