@@ -12,6 +12,7 @@ from shared.policy import UnknownNameError
 from slomesh.cli import (
     bench,
     bench_agree,
+    bench_goodput,
     bench_live,
     bench_mesh,
     bench_solver,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine_check.add_parser(sub)
     up.add_parsers(sub)
     bench_mesh.add_parser(sub)
+    bench_goodput.add_parser(sub)
     bench_solver.add_parser(sub)
     bench_live.add_parser(sub)
     bench_agree.add_parser(sub)

@@ -1,0 +1,188 @@
+"""`slomesh bench-goodput`: goodput of bare vLLM and slomesh measured by vLLM's own benchmark.
+
+See `slomesh.bench.goodput.run` for what is measured; the page and plot are rendered by
+`slomesh.bench.goodput.page`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from slomesh.cli.errors import UsageError
+
+SYSTEMS = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh-proxy", "slomesh")
+PORTS = {"bare-vllm": 8001, "ray-serve-llm": 8002}
+"""Where the peers listen (slomesh: its config's front door, 8100)."""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bench-goodput",
+        help="goodput of bare vLLM and slomesh with vLLM's own serving benchmark",
+    )
+    p.add_argument(
+        "--systems",
+        default="bare-vllm,slomesh",
+        help=f"systems to start one after another, in this order: any of {','.join(SYSTEMS)} "
+        "(slomesh: two replicas through the front door; slomesh-1: one replica)",
+    )
+    p.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="also measure a system already running at an OpenAI base URL "
+        "(http://host:port/v1), e.g. one `bench-mesh --compare`'s launcher started",
+    )
+    p.add_argument("--rates", default="10,20,30,60", help="offered loads, requests/s")
+    p.add_argument("--seconds", type=float, default=20.0, help="arrivals per rate, seconds")
+    p.add_argument("--input-len", type=int, default=128, help="prompt tokens per request")
+    p.add_argument("--output-len", type=int, default=256, help="output tokens per request")
+    p.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT objective, ms")
+    p.add_argument("--slo-tpot-ms", type=float, default=50.0, help="TPOT objective, ms")
+    p.add_argument(
+        "--no-slo-headers",
+        action="store_true",
+        help="do not send x-slo-ttft-ms / x-slo-tpot-ms (slomesh uses its default class; "
+        "vLLM's --goodput still judges by the objectives above)",
+    )
+    p.add_argument("--warmups", type=int, default=4, help="warm-up requests per system")
+    p.add_argument("--seed", type=int, default=0, help="seed of vLLM's random dataset")
+    p.add_argument(
+        "--out", type=Path, default=Path("runs/goodput"), help="folder for goodput.json and logs"
+    )
+    p.add_argument(
+        "--page",
+        type=Path,
+        default=None,
+        help="also write the results page here (e.g. docs/results/goodput.md), its data file "
+        "(.json) and goodput.png next to it",
+    )
+    p.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        help="measure nothing: render --page (default: this file with .md) from this JSON",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_systems(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        raise UsageError(
+            f"--systems: unknown system(s) {', '.join(unknown)}; valid: {', '.join(SYSTEMS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def parse_urls(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        name, sep, url = item.partition("=")
+        if not sep or not name.strip() or not url.startswith(("http://", "https://")):
+            raise UsageError(f"--url: expected NAME=http://host:port/v1, got {item!r}")
+        out.append((name.strip(), url.strip()))
+    return out
+
+
+def _load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def _render(args: argparse.Namespace) -> int:
+    from slomesh.bench.goodput.page import write_page
+
+    page = args.page or args.render.with_suffix(".md")
+    data = json.loads(args.render.read_text())
+    for path in write_page(data, page):
+        print(f"wrote {path}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from slomesh.bench.goodput.harness import parse_rates
+
+    if args.render is not None:
+        return _render(args)
+    from slomesh.bench.compare.run import specs
+    from slomesh.bench.goodput.page import target_lines, write_page
+    from slomesh.bench.goodput.results import format_table, step_json
+    from slomesh.bench.goodput.run import Plan, run_system, run_url
+
+    names = parse_systems(args.systems)
+    urls = parse_urls(args.url)
+    if not names and not urls:
+        raise UsageError("nothing to measure: give --systems or --url")
+    plan = Plan(
+        rates=tuple(parse_rates(args.rates)),
+        seconds=args.seconds,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        slo_ttft_ms=args.slo_ttft_ms,
+        slo_tpot_ms=args.slo_tpot_ms,
+        slo_headers=not args.no_slo_headers,
+        warmups=args.warmups,
+        seed=args.seed,
+    )
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    from services.replica.vllm.tiny_model import default_tiny_model_dir
+
+    tokenizer = str(default_tiny_model_dir())
+    before = _load_average()
+    print(f"load average before: {before}")
+    runs = [run_system(spec, plan, tokenizer, out) for spec in specs(names, out, PORTS)]
+    model = "tiny-llama"
+    runs += [run_url(name, url, model, tokenizer, plan, out) for name, url in urls]
+    data: dict[str, Any] = {
+        "command": "slomesh " + shlex.join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": _commit(),
+        "cpus": os.cpu_count(),
+        "load_average_before": before,
+        "load_average_after": _load_average(),
+        "plan": asdict(plan),
+        "systems": [
+            {
+                **{k: v for k, v in asdict(r).items() if k != "steps"},
+                "steps": [step_json(s) for s in r.steps],
+            }
+            for r in runs
+        ],
+    }
+    (out / "goodput.json").write_text(json.dumps(data, indent=2) + "\n")
+    steps = [s for r in runs for s in r.steps]
+    print()
+    print(format_table(steps))
+    print()
+    for line in target_lines(steps):
+        print(line)
+    for r in runs:
+        if r.why_not:
+            print(f"{r.name}: {r.why_not}")
+    print(f"\nwrote {out / 'goodput.json'}")
+    if args.page is not None:
+        for path in write_page(data, args.page):
+            print(f"wrote {path}")
+    return 0

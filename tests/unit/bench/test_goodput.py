@@ -1,0 +1,202 @@
+"""bench-goodput: the harness's ladder arguments, reading vLLM's result files, the table, the
+targets, the page, and what a system that cannot start or a failing harness leave (test doubles
+for processes; nothing is launched)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slomesh.bench.compare.systems import NotStarted, SystemSpec
+from slomesh.bench.goodput.harness import parse_rates, result_name, step_args
+from slomesh.bench.goodput.page import render, target_lines, write_page
+from slomesh.bench.goodput.results import (
+    REJECTED_REASON,
+    Step,
+    format_table,
+    step_from_result,
+    step_json,
+    step_of_json,
+    table_rows,
+)
+from slomesh.bench.goodput.run import Plan, harness_command, measure, run_system
+from slomesh.cli.bench_goodput import parse_systems, parse_urls
+from slomesh.cli.errors import UsageError
+
+
+def vllm_result(
+    completed: int, errors: list[str], goodput: float, duration: float = 10.0
+) -> dict[str, object]:
+    """The fields of vLLM's detailed result file that bench-goodput reads."""
+    return {
+        "completed": completed,
+        "errors": errors,
+        "duration": duration,
+        "request_goodput": goodput,
+        "median_ttft_ms": 12.0,
+        "p99_ttft_ms": 900.0,
+        "median_tpot_ms": 4.5,
+        "p99_tpot_ms": 9.0,
+    }
+
+
+def step(system: str, rate: float, offered: int, served: int, met: int, dur: float = 10) -> Step:
+    return Step(system, rate, offered, served, offered - served, 0, met, met / dur, dur, 1, 2, 3, 4)
+
+
+def test_parse_rates_accepts_a_ladder_and_names_bad_items() -> None:
+    assert parse_rates("10, 20,2.5,") == [10.0, 20.0, 2.5]
+    with pytest.raises(ValueError, match="'x' is not a number"):
+        parse_rates("10,x")
+    with pytest.raises(ValueError, match="> 0, got 0"):
+        parse_rates("0")
+    with pytest.raises(ValueError, match="at least one"):
+        parse_rates(" , ")
+
+
+def test_step_args_size_each_rate_and_warm_up_only_first(tmp_path: Path) -> None:
+    base = argparse.Namespace(request_rate=float("inf"), num_prompts=1000, num_warmups=4)
+    first = step_args(base, 30.0, 20.0, tmp_path, first=True)
+    later = step_args(base, 2.5, 20.0, tmp_path, first=False)
+    assert (first.request_rate, first.num_prompts, first.num_warmups) == (30.0, 600, 4)
+    assert (later.num_prompts, later.num_warmups) == (50, 0)
+    assert later.result_filename == "rate-2.5.json" == result_name(2.5)
+    assert later.save_detailed and later.save_result and later.result_dir == str(tmp_path)
+    assert base.num_prompts == 1000 and base.num_warmups == 4  # the base is not changed
+
+
+def test_harness_command_carries_the_slo_as_goodput_and_as_headers(tmp_path: Path) -> None:
+    plan = Plan(rates=(10.0, 20.0), slo_ttft_ms=1000, slo_tpot_ms=50)
+    cmd = harness_command(plan, "http://127.0.0.1:8100/v1", "tiny-llama", "/m", tmp_path)
+    text = " ".join(cmd)
+    assert "--rates 10,20 --seconds 20" in text
+    assert "--base-url http://127.0.0.1:8100 --endpoint /v1/completions" in text
+    assert "--goodput ttft:1000 tpot:50" in text
+    assert "--random-input-len 128 --random-output-len 256 --ignore-eos" in text
+    assert cmd[-3:] == ["--header", "x-slo-ttft-ms=1000", "x-slo-tpot-ms=50"]
+    no_headers = harness_command(
+        Plan(rates=(1.0,), slo_headers=False), "http://h/v1", "m", "t", tmp_path
+    )
+    assert "--header" not in no_headers and "ttft:1000" in no_headers
+
+
+def test_step_counts_429s_apart_from_other_failures() -> None:
+    errors = ["", "", REJECTED_REASON, REJECTED_REASON, "Internal Server Error", ""]
+    s = step_from_result("slomesh", 30.0, vllm_result(3, errors, goodput=0.2))
+    assert (s.offered, s.served, s.rejected, s.errors, s.met) == (6, 3, 2, 1, 2)
+    assert s.met_of_served == pytest.approx(2 / 3)
+    assert step_of_json(json.loads(json.dumps(step_json(s)))) == s
+
+
+def test_step_without_goodput_counts_none_met() -> None:
+    result = vllm_result(2, ["", ""], goodput=0.0)
+    result["request_goodput"] = None  # vLLM writes None when run without --goodput
+    assert step_from_result("bare-vllm", 1.0, result).met == 0
+
+
+def test_table_orders_by_rate_and_divides_by_bare() -> None:
+    steps = [
+        step("bare-vllm", 10, 200, 200, 200),
+        step("slomesh", 10, 200, 180, 170),
+        step("bare-vllm", 20, 400, 400, 100),
+        step("slomesh", 20, 400, 300, 280),
+    ]
+    rows = table_rows(steps)
+    assert [(r[0], r[1]) for r in rows] == [
+        ("bare-vllm", "10"),
+        ("slomesh", "10"),
+        ("bare-vllm", "20"),
+        ("slomesh", "20"),
+    ]
+    assert rows[1][3] == "0.85" and rows[3][3] == "2.80"
+    assert rows[3][6] == "100" and rows[3][8] == "93"  # rejected; met of served, percent
+    assert "rejected (429)" in format_table(steps)
+
+
+def test_targets_name_what_is_met_and_what_is_not() -> None:
+    steps = [
+        step("bare-vllm", 10, 200, 200, 200),  # meets the SLO: 100%
+        step("bare-vllm", 20, 400, 400, 100),  # collapsed: 25%
+        step("slomesh", 10, 200, 180, 170),  # 0.85x at a rate bare serves: not met
+        step("slomesh", 20, 400, 300, 280),  # 28 req/s >= 0.8 x 20, 93% met of served: met
+    ]
+    lines = target_lines(steps)
+    assert lines[0].startswith("slomesh at 10 req/s") and lines[0].endswith("NOT met")
+    assert lines[1].startswith("slomesh at 20 req/s (2x)") and lines[1].endswith(": met")
+    short = target_lines([s for s in steps if s.rate_rps == 10])
+    assert short[-1] == "slomesh: 20 req/s (2x the rate bare serves) not on the ladder"
+
+
+def page_data() -> dict[str, object]:
+    plan = Plan(rates=(10.0, 20.0))
+    return {
+        "command": "slomesh bench-goodput --rates 10,20",
+        "date": "2026-01-01 00:00 UTC",
+        "commit": "abc1234",
+        "cpus": 2,
+        "load_average_before": "1.00 1.00 1.00",
+        "load_average_after": "2.00 2.00 2.00",
+        "plan": plan.__dict__ | {"rates": list(plan.rates)},
+        "systems": [
+            {
+                "name": "bare-vllm",
+                "startup_s": 30.0,
+                "why_not": None,
+                "steps": [step_json(step("bare-vllm", 10, 200, 200, 200))],
+            },
+            {"name": "ray-serve-llm", "startup_s": None, "why_not": "missing pyarrow", "steps": []},
+        ],
+    }
+
+
+def test_page_states_the_command_the_reasons_and_the_table(tmp_path: Path) -> None:
+    text = render(page_data())
+    assert "slomesh bench-goodput --rates 10,20" in text
+    assert "**ray-serve-llm**: missing pyarrow" in text
+    table = text.split("![goodput]")[0]
+    assert "rejected (429)" in table and "bare-vllm" in table.split("rejected (429)")[1]
+    written = write_page(page_data(), tmp_path / "goodput.md")
+    assert [p.name for p in written] == ["goodput.md", "goodput.json", "goodput.png"]
+    assert (tmp_path / "goodput.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "goodput.json").read_text())["commit"] == "abc1234"
+
+
+def test_measure_reads_what_the_harness_wrote_and_says_what_is_missing(tmp_path: Path) -> None:
+    plan = Plan(rates=(10.0, 20.0))
+
+    def runner(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        result_dir = Path(cmd[cmd.index("--result-dir") + 1])
+        result_dir.mkdir(parents=True, exist_ok=True)
+        (result_dir / "rate-10.json").write_text(json.dumps(vllm_result(5, [""] * 5, 0.5)))
+        print("rate 20 failed: boom", file=_["stdout"])  # type: ignore[arg-type]
+        return subprocess.CompletedProcess(cmd, 1)
+
+    steps, why = measure("slomesh", "http://127.0.0.1:8100/v1", "m", "t", plan, tmp_path, runner)
+    assert [s.rate_rps for s in steps] == [10.0]
+    assert why is not None and "status 1" in why and "boom" in why
+
+
+def test_a_system_that_cannot_start_is_reported_not_raised(tmp_path: Path) -> None:
+    spec = SystemSpec("ray-serve-llm", 1, ["x"], "http://127.0.0.1:8002/v1", "m")
+
+    def launcher(*_: object, **__: object) -> object:
+        raise NotStarted("missing packages pyarrow")
+
+    def runner(*_: object, **__: object) -> object:
+        raise AssertionError("the harness must not run")
+
+    run = run_system(spec, Plan(rates=(1.0,)), "t", tmp_path, lambda _: None, launcher, runner)
+    assert run.why_not == "missing packages pyarrow" and run.steps == []
+
+
+def test_cli_parses_systems_and_urls() -> None:
+    assert parse_systems("slomesh, bare-vllm,slomesh") == ["slomesh", "bare-vllm"]
+    with pytest.raises(UsageError, match="unknown system"):
+        parse_systems("vllm")
+    assert parse_urls(["peer=http://h:1/v1"]) == [("peer", "http://h:1/v1")]
+    with pytest.raises(UsageError, match="NAME=http"):
+        parse_urls(["h:1"])
