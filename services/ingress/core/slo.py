@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -76,8 +76,9 @@ class SLOLimits(BaseModel):
         return self
 
 
-def _preset_classes() -> dict[str, SLOClassSpec]:
-    """The shared presets (QLM and SCORPIO classes) in milliseconds."""
+def _paper_classes(names: tuple[str, ...] | None = None) -> dict[str, SLOClassSpec]:
+    """The papers' classes (shared presets: QLM, SCORPIO, UELLM) in milliseconds, all of them
+    or those named."""
 
     def ms(s: float | None) -> float | None:
         return None if s is None else s * 1000.0
@@ -89,7 +90,38 @@ def _preset_classes() -> dict[str, SLOClassSpec]:
             deadline_ms=ms(c.e2e_deadline_s),
         )
         for name, c in CLASS_PRESETS.items()
+        if names is None or name in names
     }
+
+
+PRODUCT_CLASSES: dict[str, SLOClassSpec] = {
+    "chat": SLOClassSpec(ttft_ms=1000.0, tpot_ms=50.0),
+    "tight": SLOClassSpec(ttft_ms=500.0, tpot_ms=50.0),
+    "relaxed": SLOClassSpec(ttft_ms=15_000.0, tpot_ms=50.0),
+    "batch": SLOClassSpec(ttft_ms=600_000.0),
+}
+"""The classes sized for today's uses: `chat` (the first token within a second, then 20 tokens
+a second, faster than anyone reads), `tight` (latency-critical, SCORPIO's), `relaxed` (tolerates
+queueing, SCORPIO's) and `batch` (minutes: offline work; the Batch API's requests carry this
+name with their batch's expiry as deadline)."""
+
+QLM_CLASS_NAMES = ("interactive", "batch-1", "batch-2")
+UELLM_CLASS_NAMES = ("e2e-90", "e2e-180", "e2e-300")
+
+
+def class_set(name: str) -> tuple[dict[str, SLOClassSpec], str]:
+    """The classes and default class of a named set (see `SLOPolicy.class_set`)."""
+    if name == "default":
+        kept = _paper_classes(QLM_CLASS_NAMES + UELLM_CLASS_NAMES)
+        return {**PRODUCT_CLASSES, **kept}, "chat"
+    if name == "qlm":
+        return _paper_classes(QLM_CLASS_NAMES), "interactive"
+    if name == "papers":
+        return _paper_classes(), "interactive"
+    raise ValueError(f"unknown class_set '{name}'; valid: default, papers, qlm")
+
+
+ClassSetName = Literal["default", "qlm", "papers"]
 
 
 class SLOPolicy(BaseModel):
@@ -97,13 +129,35 @@ class SLOPolicy(BaseModel):
 
     model_config = _CONFIG
 
-    classes: dict[str, SLOClassSpec] = Field(default_factory=_preset_classes)
-    """Named classes clients (and API keys) may pick; default: the shared presets
-    (interactive, batch-1, batch-2, tight, chat, relaxed)."""
-    default_class: str = "interactive"
-    """Class used when neither the request nor its API key says anything."""
+    class_set: ClassSetName = "default"
+    """Where `classes` and `default_class` come from when the config leaves them out:
+    "default" (chat 1 s TTFT / 50 ms TPOT, the default class; tight; relaxed; batch, 10 min;
+    and QLM's and UELLM's classes under their names), "qlm" (QLM's paper classes only:
+    interactive 20 s, the default, batch-1 60 s, batch-2 1 h) or "papers" (every paper's
+    class with the papers' values, SCORPIO's chat 3 s / 30 ms among them; default
+    interactive)."""
+    classes: dict[str, SLOClassSpec] = Field(default_factory=lambda: class_set("default")[0])
+    """Named classes clients (and API keys) may pick; default: those of `class_set`."""
+    default_class: str = "chat"
+    """Class used when neither the request nor its API key says anything; default: that of
+    `class_set` (chat, a plain client gets chat latency)."""
     limits: SLOLimits = Field(default_factory=SLOLimits)
     """Bounds on explicit objectives and on the classes above."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_class_set(cls, data: Any) -> Any:
+        """Fill `classes` and `default_class` from `class_set` where the config leaves them
+        out (a `classes` given without `default_class` keeps the set's default only when it
+        is one of them)."""
+        if not isinstance(data, dict):
+            return data
+        classes, default = class_set(str(data.get("class_set", "default")))
+        out = dict(data)
+        out.setdefault("classes", classes)
+        if "default_class" not in out and default in out["classes"]:
+            out["default_class"] = default
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -9,8 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from services.ingress.core import APIError, SLOObject, SLOPolicy, resolve_slo
+from services.ingress.core.entitlements import anonymous_entitlement
 from services.ingress.core.slo import parse_slo_headers
 from shared.domain import SLO
+from shared.workloads.slo_classes import CLASS_PRESETS
 
 POLICY = SLOPolicy()
 
@@ -24,19 +26,19 @@ PRECEDENCE = [
     ("object-beats-all", obj(ttft_ms=250, tpot_ms=40), {"x-slo-ttft-ms": "900"}, "batch-1",
      SLO(0.25, 0.04, None, "custom")),
     ("class-name-beats-headers", "chat", {"x-slo-ttft-ms": "900"}, "batch-1",
-     SLO(3.0, 0.03, None, "chat")),
+     SLO(1.0, 0.05, None, "chat")),
     ("headers-beat-key", None, {"x-slo-ttft-ms": "900", "x-slo-tpot-ms": "25"}, "batch-1",
      SLO(0.9, 0.025, None, "custom")),
     ("key-beats-policy", None, {}, "batch-2", SLO(3600.0, None, None, "batch-2")),
-    ("policy-default", None, {}, None, SLO(20.0, None, None, "interactive")),
+    ("policy-default", None, {}, None, SLO(1.0, 0.05, None, "chat")),
     ("unrelated-headers-ignored", None, {"x-request-id": "abc"}, None,
-     SLO(20.0, None, None, "interactive")),
+     SLO(1.0, 0.05, None, "chat")),
     ("tpot-header-only-takes-key-ttft", None, {"x-slo-tpot-ms": "40"}, "tight",
      SLO(0.5, 0.04, None, "custom")),
     ("tpot-object-only-takes-policy-ttft", obj(tpot_ms=40), {}, None,
-     SLO(20.0, 0.04, None, "custom")),
-    ("object-deadline-caps-default-ttft", obj(deadline_ms=5000), {}, None,
-     SLO(5.0, None, 5.0, "custom")),
+     SLO(1.0, 0.04, None, "custom")),
+    ("object-deadline-caps-default-ttft", obj(deadline_ms=600), {}, None,
+     SLO(0.6, None, 0.6, "custom")),
     ("object-omitted-tpot-means-none", obj(ttft_ms=100), {}, "chat",
      SLO(0.1, None, None, "custom")),
 ]  # fmt: skip
@@ -111,7 +113,7 @@ def test_ingress_slo_bad_header_is_400(headers: dict[str, str], param: str, frag
             "Interactive",
             {},
             "slo",
-            "unknown SLO class 'Interactive'; valid: batch-1, batch-2, "
+            "unknown SLO class 'Interactive'; valid: batch, batch-1, batch-2, "
             "chat, e2e-180, e2e-300, e2e-90, interactive, relaxed, tight",
         ),
     ],
@@ -133,23 +135,61 @@ def test_ingress_slo_unknown_key_class_is_server_error() -> None:
     assert "gold" in info.value.message
 
 
-def test_ingress_slo_policy_defaults_are_presets_in_ms() -> None:
+def test_ingress_slo_default_classes_are_sized_for_chat_and_keep_the_paper_names() -> None:
     assert set(POLICY.classes) == {
+        "chat",
+        "tight",
+        "relaxed",
+        "batch",
         "interactive",
         "batch-1",
         "batch-2",
-        "tight",
-        "chat",
-        "relaxed",
         "e2e-90",
         "e2e-180",
         "e2e-300",
     }
+    assert POLICY.default_class == "chat"
+    plain = resolve_slo(None, {}, None, POLICY)  # a client that says nothing gets chat latency
+    assert (plain.class_name, plain.ttft_deadline_s, plain.tpot_target_s) == ("chat", 1.0, 0.05)
     assert POLICY.classes["tight"].ttft_ms == pytest.approx(500.0)
-    assert POLICY.classes["chat"].tpot_ms == pytest.approx(30.0)
+    assert POLICY.classes["batch"].ttft_ms == pytest.approx(600_000.0)
+    assert POLICY.classes["batch"].tpot_ms is None
+    assert POLICY.classes["interactive"].ttft_ms == pytest.approx(20_000.0)  # QLM's, kept
     assert POLICY.classes["batch-2"].ttft_ms == pytest.approx(3_600_000.0)
-    assert POLICY.classes["interactive"].tpot_ms is None
-    assert POLICY.default_class == "interactive"
+
+
+def test_ingress_slo_the_default_class_fits_the_anonymous_entitlement() -> None:
+    anonymous = anonymous_entitlement()
+    anonymous.check_slo(resolve_slo(None, {}, None, POLICY), "anonymous")  # no ValueError
+    assert POLICY.classes[POLICY.default_class].ttft_ms >= anonymous.min_ttft_ms
+
+
+@pytest.mark.parametrize(
+    ("class_set", "names", "default", "chat"),
+    [
+        ("qlm", {"interactive", "batch-1", "batch-2"}, "interactive", None),
+        ("papers", set(CLASS_PRESETS), "interactive", (3000.0, 30.0)),  # SCORPIO's chat
+        ("default", set(POLICY.classes), "chat", (1000.0, 50.0)),
+    ],
+)
+def test_ingress_slo_class_sets_are_named_presets(
+    class_set: str, names: set[str], default: str, chat: tuple[float, float] | None
+) -> None:
+    policy = SLOPolicy.model_validate({"class_set": class_set})
+    assert set(policy.classes) == names and policy.default_class == default
+    got = policy.classes.get("chat")
+    assert (None if got is None else (got.ttft_ms, got.tpot_ms)) == chat
+    if class_set == "qlm":  # the paper's setting: no TPOT objective, TTFT 20 s by default
+        assert resolve_slo(None, {}, None, policy) == SLO(20.0, None, None, "interactive")
+
+
+def test_ingress_slo_classes_given_keep_or_need_their_default() -> None:
+    own = {"gold": {"ttft_ms": 2000}, "chat": {"ttft_ms": 1500}}
+    assert SLOPolicy.model_validate({"classes": own}).default_class == "chat"
+    with pytest.raises(ValidationError, match="default_class 'chat' is not one of the classes"):
+        SLOPolicy.model_validate({"classes": {"gold": {"ttft_ms": 2000}}})
+    with pytest.raises(ValidationError, match="unknown class_set 'scorpio'"):
+        SLOPolicy.model_validate({"class_set": "scorpio"})
 
 
 @pytest.mark.parametrize(
