@@ -134,6 +134,14 @@ def render(data: Mapping[str, Any]) -> str:
     startup = [f"{s['name']} {s['startup_s']:.0f} s" for s in data["systems"] if s.get("startup_s")]
     if startup:
         out += ["", f"Start-up (launch to the first answered request): {', '.join(startup)}."]
+    cpu = [
+        f"{s['name']} {s['cpu_engine_s']:.0f} s in vLLM's engine cores, "
+        f"{s['cpu_outside_s']:.0f} s outside them"
+        for s in data["systems"]
+        if s.get("cpu_engine_s") is not None
+    ]
+    if cpu:
+        out += ["", f"CPU over the whole ladder: {'; '.join(cpu)}."]
     return "\n".join(out) + "\n"
 
 

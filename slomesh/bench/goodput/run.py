@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slomesh.bench.compare.cpu import CpuSplit, tree_cpu
 from slomesh.bench.compare.load import answers
 from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec, launch, stop
 from slomesh.bench.goodput.harness import result_name
@@ -59,6 +60,11 @@ class SystemRun:
     startup_s: float | None = None
     why_not: str | None = None
     steps: list[Step] = field(default_factory=list)
+    cpu_engine_s: float | None = None
+    """CPU seconds vLLM's engine-core processes spent over the ladder (started systems)."""
+    cpu_outside_s: float | None = None
+    """CPU seconds the system's other processes spent over the ladder (for slomesh: the
+    control plane, Ray, and the replicas' vLLM front ends)."""
 
 
 def harness_command(
@@ -175,6 +181,7 @@ def run_system(
     report: Callable[[str], None] = print,
     launcher: Callable[..., Running] = launch,
     runner: Callable[..., Any] = subprocess.run,
+    cpu: Callable[[int], CpuSplit] = tree_cpu,
 ) -> SystemRun:
     """Start `spec`, run the ladder against it, stop it; never raises for a system that
     cannot start or fails (the reason is in `why_not`)."""
@@ -189,9 +196,12 @@ def run_system(
     run.startup_s = running.startup_s
     report(f"== {spec.name}: up in {running.startup_s:.1f} s, vLLM's benchmark running")
     try:
+        before = cpu(running.proc.pid)
         run.steps, run.why_not = measure(
             spec.name, spec.base_url, spec.model, tokenizer, plan, out_dir, runner
         )
+        used = cpu(running.proc.pid).minus(before)
+        run.cpu_engine_s, run.cpu_outside_s = round(used.engine_s, 1), round(used.outside_s, 1)
     finally:
         stop(running)
     if run.why_not:

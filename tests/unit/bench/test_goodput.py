@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slomesh.bench.compare.systems import NotStarted, SystemSpec
+from slomesh.bench.compare.cpu import CpuSplit
+from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec
 from slomesh.bench.goodput.harness import parse_rates, result_name, step_args
 from slomesh.bench.goodput.page import render, target_lines, write_page
 from slomesh.bench.goodput.results import (
@@ -146,6 +147,8 @@ def page_data() -> dict[str, object]:
                 "name": "bare-vllm",
                 "startup_s": 30.0,
                 "why_not": None,
+                "cpu_engine_s": 61.0,
+                "cpu_outside_s": 9.0,
                 "steps": [step_json(step("bare-vllm", 10, 200, 200, 200))],
             },
             {"name": "ray-serve-llm", "startup_s": None, "why_not": "missing pyarrow", "steps": []},
@@ -157,6 +160,7 @@ def test_page_states_the_command_the_reasons_and_the_table(tmp_path: Path) -> No
     text = render(page_data())
     assert "slomesh bench-goodput --rates 10,20" in text
     assert "**ray-serve-llm**: missing pyarrow" in text
+    assert "bare-vllm 61 s in vLLM's engine cores, 9 s outside them" in text
     table = text.split("![goodput]")[0]
     assert "rejected (429)" in table and "bare-vllm" in table.split("rejected (429)")[1]
     written = write_page(page_data(), tmp_path / "goodput.md")
@@ -200,3 +204,38 @@ def test_cli_parses_systems_and_urls() -> None:
     assert parse_urls(["peer=http://h:1/v1"]) == [("peer", "http://h:1/v1")]
     with pytest.raises(UsageError, match="NAME=http"):
         parse_urls(["h:1"])
+
+
+class _Exited:
+    """A started system's process double that has already exited (stop() signals nothing)."""
+
+    pid = 999_999_999
+
+    def poll(self) -> int:
+        return 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+def test_a_started_system_gets_its_steps_and_the_cpu_of_its_ladder(tmp_path: Path) -> None:
+    spec = SystemSpec("slomesh", 2, ["x"], "http://127.0.0.1:8100/v1", "tiny-llama")
+    samples = iter([CpuSplit(10.0, 5.0), CpuSplit(70.0, 125.0)])
+
+    def launcher(*_: object, **__: object) -> Running:
+        return Running(spec, _Exited(), 42.0, tmp_path)
+
+    def runner(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        assert "x-slo-ttft-ms=1000" in cmd
+        result_dir = Path(cmd[cmd.index("--result-dir") + 1])
+        result_dir.mkdir(parents=True, exist_ok=True)
+        (result_dir / "rate-10.json").write_text(json.dumps(vllm_result(5, [""] * 5, 0.5)))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    run = run_system(
+        spec, Plan(rates=(10.0,)), "t", tmp_path, lambda _: None, launcher, runner,
+        lambda _pid: next(samples),
+    )  # fmt: skip
+    assert run.why_not is None and run.startup_s == 42.0
+    assert [(s.system, s.served, s.met) for s in run.steps] == [("slomesh", 5, 5)]
+    assert (run.cpu_engine_s, run.cpu_outside_s) == (60.0, 120.0)
