@@ -53,7 +53,7 @@ def _cell(r: CapacityRow | None) -> str:
 
 def _flagship_lines(scenarios: Mapping[str, Any]) -> list[list[str]]:
     out = []
-    for name, entry in scenarios.items():
+    for name, entry in sorted(scenarios.items()):
         rows = {r["stack"]: _row(r) for r in entry["rows"]}
         peers = [rows[p] for p in PEERS if p in rows]
         if FLAGSHIP not in rows or not peers:
@@ -120,6 +120,12 @@ def render(scenarios: Mapping[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def render_page(page: Path) -> None:
+    """Render the page again from its data file (after the renderer changed)."""
+    store = page.with_suffix(".json")
+    page.write_text(render(json.loads(store.read_text())), encoding="utf-8")
+
+
 def update_page(
     page: Path,
     scenario: str,
@@ -143,4 +149,4 @@ def update_page(
     }
     page.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(scenarios, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    page.write_text(render(scenarios), encoding="utf-8")
+    render_page(page)
