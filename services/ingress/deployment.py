@@ -215,8 +215,9 @@ class IngressDeployment:
         responses={
             503: {
                 "model": ErrorResponse,
-                "description": "The mesh cannot admit now (scheduler unreachable, every "
-                "replica full, or this ingress at capacity); Retry-After says when to retry",
+                "description": "The mesh cannot admit now (starting: a configured model has no "
+                "ready replica yet; scheduler unreachable, every replica full, or this ingress "
+                "at capacity); Retry-After says when to retry",
             }
         },
     )
@@ -228,9 +229,22 @@ class IngressDeployment:
             return JSONResponse({"status": "ok"})
         return error_response(overloaded(f"unhealthy: {reason}", 1.0, status=503))
 
-    @app.get("/v1/models")
-    async def list_models(self) -> dict[str, Any]:
-        """The served models, in vLLM's shape (`root`: the model's tokenizer directory)."""
+    @app.get(
+        "/v1/models",
+        responses={
+            503: {
+                "model": ErrorResponse,
+                "description": "Starting: a configured model has no ready replica yet (or the "
+                "scheduler is unreachable); Retry-After says when to retry",
+            }
+        },
+    )
+    async def list_models(self) -> JSONResponse:
+        """The served models, in vLLM's shape (`root`: the model's tokenizer directory), once
+        every one of them has a ready replica (503 until then)."""
+        ok, reason = await self.pipeline.health(need_room=False)
+        if not ok:
+            return error_response(overloaded(f"not ready: {reason}", 1.0, status=503))
         data = [
             model_card(
                 m.name,
@@ -239,7 +253,7 @@ class IngressDeployment:
             )
             for m in self.args.models
         ]
-        return {"object": "list", "data": data}
+        return JSONResponse({"object": "list", "data": data})
 
     @app.post("/v1/completions", **completion_route_docs("CompletionRequest"))
     async def completions(self, request: HTTPRequest) -> Response:

@@ -280,10 +280,12 @@ class Pipeline(StreamRelay):
                     ) from None
             await asyncio.sleep(0.5)
 
-    async def health(self) -> tuple[bool, str]:
-        """Whether the mesh can admit a request now: the scheduler answers within the call
-        deadline and reports room (the ingress's /health turns 503 otherwise)."""
-        if self.admitting >= self.args.max_admitting_requests:
+    async def health(self, need_room: bool = True) -> tuple[bool, str]:
+        """Whether the mesh serves now: every configured model has a replica that has answered
+        the scheduler (warming up otherwise: /health and /v1/models answer 503) and, with
+        `need_room`, the scheduler answers within the call deadline and reports room (the
+        ingress's /health turns 503 otherwise)."""
+        if need_room and self.admitting >= self.args.max_admitting_requests:
             return False, "ingress at capacity (max_admitting_requests)"
         try:
             reply = await self.client.call(
@@ -291,6 +293,12 @@ class Pipeline(StreamRelay):
             )
         except CallFailed as err:
             return False, f"scheduler unavailable: {err.code}"
+        waiting = [m for m in self.models if m not in set(reply.ready_models)]
+        if waiting:
+            names = ", ".join(f"'{m}'" for m in waiting)
+            return False, f"starting: no replica of model {names} is ready yet"
+        if not need_room:
+            return True, ""
         return bool(reply.can_admit), str(reply.reason)
 
     async def _predict(

@@ -59,6 +59,14 @@ class SchedulerDeployment:
         self.leases = LeaseDesk(
             self.core, self.args.leases, self._pooled, self.scaling, self._tracer
         )
+        self.answered: set[str] = set()
+        """Replicas that have answered a Status probe since this scheduler started. Until its
+        first answer a replica is not ready: no placement, pull or lease credit goes there, and a
+        request for a model with no ready replica is refused at once (503, Retry-After)."""
+        now = time.time()
+        for name in self.core.replicas:
+            self.core.set_health(name, False, now)
+        self._start_reconciler()  # Serve runs the constructor on the replica's event loop
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -183,19 +191,32 @@ class SchedulerDeployment:
                     fut.set_result((reason, "deadline-expired"))
 
     def _start_reconciler(self) -> None:
-        if self._reconciler is None or self._reconciler.done():
-            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+        """Run the Status probes (from the constructor when it runs on an event loop, else from
+        the first call)."""
+        if self._reconciler is not None and not self._reconciler.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._reconciler = loop.create_task(self._reconcile_loop())
+
+    def ready_models(self) -> list[str]:
+        """Models with a replica that has answered a Status probe and answers still."""
+        reps = self.core.replicas.values()
+        return sorted({r.model for r in reps if r.healthy and r.application in self.answered})
 
     async def _reconcile_loop(self) -> None:
         """Every reconcile interval, ask each replica's Status (in parallel, with a deadline):
         a replica that does not answer is marked unhealthy (no placements or pulls) until it
         answers again; admissions a replica does not hold are released (core/admission.py)."""
         while True:
-            await asyncio.sleep(self.args.reconcile_interval_ms / 1e3)
             names = list(self.core.replicas)
             states = await asyncio.gather(*(self._status(n) for n in names))
             for name, state in zip(names, states, strict=True):
                 now = time.time()
+                if state is not None:
+                    self.answered.add(name)
                 if self.core.record_probe(
                     name, state is not None, now, self.args.failures_to_unhealthy
                 ):
@@ -209,6 +230,7 @@ class SchedulerDeployment:
                 )
                 if lost:
                     self._dispatch()
+            await asyncio.sleep(self.args.reconcile_interval_ms / 1e3)
 
     def _queue_report(self, application: str, state: common_pb2.ReplicaState) -> None:
         """A replica's queue as the TTFT guard reads it (core/ttft_admission.py)."""
@@ -302,6 +324,7 @@ class SchedulerDeployment:
             reason=reason,
             queued=self.core.queued,
             in_flight=sum(len(r.in_flight) for r in self.core.replicas.values()),
+            ready_models=self.ready_models(),
         )
 
     async def AutoscaleSignal(

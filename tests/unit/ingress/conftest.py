@@ -40,6 +40,7 @@ class FakeMesh:
     down: applications that fail every call with UNAVAILABLE.
     crash: raise this from replica.Generate's first chunk (an unexpected exception).
     admit_to: the replicas scheduler.Admit places on, in turn.
+    ready: the models scheduler.Health reports ready (a replica has answered; default: all).
     """
 
     def __init__(
@@ -51,8 +52,10 @@ class FakeMesh:
         down: tuple[str, ...] = (),
         crash: BaseException | None = None,
         admit_to: tuple[str, ...] = ("replica-0",),
+        ready: tuple[str, ...] = tuple(m["name"] for m in MODELS),
     ) -> None:
         self.admit_to = admit_to
+        self.ready = ready
         self._admits = 0
         self.admit = admit
         self.retry_after_s = retry_after_s
@@ -107,7 +110,9 @@ class FakeMesh:
             return scheduler_pb2.ReportReply()
         if (kind, method) == ("scheduler", "Health"):
             reason = "" if self.admit else "every replica full"
-            return scheduler_pb2.HealthReply(can_admit=self.admit, reason=reason)
+            return scheduler_pb2.HealthReply(
+                can_admit=self.admit, reason=reason, ready_models=self.ready
+            )
         raise CallFailed(application, "UNIMPLEMENTED", f"{kind}.{method}")
 
     async def stream(

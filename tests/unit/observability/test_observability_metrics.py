@@ -140,7 +140,10 @@ def _scheduler(replicas: int) -> Any:
         "max_num_seqs_per_replica": 1,
         "tracing": {"exporter": "none"},
     }
-    return cls(args)
+    sched = cls(args)
+    for name in sched.core.replicas:  # every replica has answered its Status probe
+        sched.core.record_probe(name, True, time.time())
+    return sched
 
 
 def test_scheduler_exports_in_flight_queue_depth_per_virtual_queue_and_policy_events(

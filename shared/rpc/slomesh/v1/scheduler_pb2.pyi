@@ -60,16 +60,18 @@ class HealthQuery(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("can_admit", "reason", "queued", "in_flight")
+    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models")
     CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    READY_MODELS_FIELD_NUMBER: _ClassVar[int]
     can_admit: bool
     reason: str
     queued: int
     in_flight: int
-    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ...) -> None: ...
+    ready_models: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
     __slots__ = ("ingress_id",)
