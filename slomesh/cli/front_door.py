@@ -57,7 +57,8 @@ def door_port_taken(config: dict[str, Any]) -> str | None:
 
 
 def wait_for_door(config: dict[str, Any], timeout_s: float = 60.0) -> None:
-    """Wait until the HTTP door answers `/v1/models` and the gRPC door accepts a connection
+    """Wait until the HTTP door answers `/v1/models` (200, or 503 while no replica of a model is
+    ready) and the gRPC door accepts a connection
     (the replicas start serving just after Serve reports them running)."""
     import grpc
     import httpx
@@ -66,7 +67,8 @@ def wait_for_door(config: dict[str, Any], timeout_s: float = 60.0) -> None:
     url = door_url(config)
     while url is not None:
         try:
-            if httpx.get(f"{url}/models", timeout=5).status_code == 200:
+            # 503 answers too: the door is up while the replicas warm up (readiness.py)
+            if httpx.get(f"{url}/models", timeout=5).status_code in (200, 503):
                 break
         except httpx.HTTPError:
             pass

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, new_mesh_token
-from slomesh.cli import listeners
+from slomesh.cli import listeners, readiness
 from slomesh.cli.front_door import door_url, grpc_door_target, wait_for_door
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
@@ -181,10 +181,13 @@ def start(
     num_cpus: int | None = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    ready_timeout_s: float | None = readiness.READY_TIMEOUT_S,
 ) -> float:
-    """Start Ray, Serve and every application; returns the seconds it took. Ray's Prometheus
-    exporter listens on `metrics_host:metrics_port` (None: a port Ray picks;
-    deploy/grafana/README.md); "127.0.0.1" makes the embedded Ray node a loopback one."""
+    """Start Ray, Serve and every application and wait until each model of the ingress has
+    served one completion (readiness.py; raises MeshNotReady naming the model after
+    `ready_timeout_s`; None: no wait); returns the seconds it took. Ray's Prometheus exporter
+    listens on `metrics_host:metrics_port` (None: a port Ray picks; deploy/grafana/README.md);
+    "127.0.0.1" makes the embedded Ray node a loopback one."""
     import ray
     from ray import serve
     from ray.serve.api import RunTarget
@@ -231,6 +234,13 @@ def start(
     if listeners.serve_http_proxy_enabled(config):
         _wait_for_routes(config, [a.get("route_prefix") for a in apps])
     wait_for_door(config)
+    if ready_timeout_s is not None:
+        readiness.wait_until_serving(
+            openai_url(config),
+            readiness.ingress_models(config),
+            readiness.probe_key(config),
+            ready_timeout_s,
+        )
     return time.monotonic() - t0
 
 

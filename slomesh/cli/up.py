@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from slomesh.cli import listeners, mesh
+from slomesh.cli import listeners, mesh, readiness
 from slomesh.cli.errors import UsageError
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
@@ -80,6 +81,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "can generate, use the Batch API and spend the mesh's capacity",
     )
     up.add_argument(
+        "--ready-timeout-s",
+        type=float,
+        default=readiness.READY_TIMEOUT_S,
+        help="how long the start waits for one completion of every model through the OpenAI "
+        f"endpoint before it gives up, naming the model (default {readiness.READY_TIMEOUT_S:.0f})",
+    )
+    up.add_argument(
         "--exit-after-start",
         action="store_true",
         help="start, print the endpoints and the start-up time, then shut down",
@@ -134,9 +142,17 @@ def run_up(args: argparse.Namespace) -> int:
     except (ValueError, listeners.PortTaken, listeners.PublicWithoutKeys) as err:
         raise UsageError(str(err)) from None
     try:
-        took = mesh.start(
-            config, args.num_cpus, metrics_port=args.metrics_port, metrics_host=args.metrics_host
-        )
+        try:
+            took = mesh.start(
+                config,
+                args.num_cpus,
+                metrics_port=args.metrics_port,
+                metrics_host=args.metrics_host,
+                ready_timeout_s=args.ready_timeout_s,
+            )
+        except readiness.MeshNotReady as err:
+            print(f"slomesh up: error: {err}", file=sys.stderr)
+            return 1
         http, grpc = mesh.endpoints(config)
         api = mesh.openai_url(config)
         via = f" (straight to the ingress replicas; through Serve's proxy: {http})"

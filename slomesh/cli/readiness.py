@@ -1,0 +1,112 @@
+"""Whether a started mesh serves: one real completion per configured model through the OpenAI
+endpoint clients use (`slomesh up` says it is up only after they all succeeded).
+
+Each model gets a one-token completion, sent again while the mesh answers that it is not ready
+(503, 429, a failed replica, a connection refused) until the model's first success or the
+deadline; a refusal that waiting cannot cure (401, 403, 400, 404) ends the wait at once. The
+error names the model, the endpoint and the mesh's last answer (which names the replica when
+one failed)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from slomesh.cli.front_door import INGRESS_IMPORT_PATH
+
+READY_TIMEOUT_S = 300.0
+"""How long `slomesh up` waits for every model's first completion (a vLLM replica's first
+request includes its warm-up), seconds."""
+PROBE_PROMPT = "Hello"
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+"""Answers of a mesh that is still starting (or a replica still warming up)."""
+
+
+class MeshNotReady(RuntimeError):
+    """A model served no completion within the readiness deadline."""
+
+
+def ingress_models(config: dict[str, Any]) -> list[str]:
+    """The models the mesh config's ingress serves, in its order."""
+    for app in config.get("applications", []):
+        if app.get("import_path") == INGRESS_IMPORT_PATH:
+            return [str(m["name"]) for m in (app.get("args") or {}).get("models", [])]
+    return []
+
+
+def probe_key(config: dict[str, Any]) -> str | None:
+    """The API key the probe sends: none while the ingress serves anonymous callers, else its
+    first configured key (with required keys, an anonymous probe would get 401)."""
+    for app in config.get("applications", []):
+        if app.get("import_path") == INGRESS_IMPORT_PATH:
+            keys = (app.get("args") or {}).get("api_keys") or {}
+            if keys.get("required") and keys.get("keys"):
+                return str(next(iter(keys["keys"])))
+    return None
+
+
+def _describe(response: httpx.Response) -> str:
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:300]
+    drop = response.headers.get("x-slomesh-drop-reason")
+    return f"{response.status_code} {message}" + (f" ({drop})" if drop else "")
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    try:
+        return float(response.headers.get("retry-after", "0.5"))
+    except ValueError:
+        return 0.5
+
+
+def wait_until_serving(
+    base_url: str,
+    models: list[str],
+    api_key: str | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, float]:
+    """Send one completion (max_tokens 1) per model to `base_url` (an OpenAI base URL ending in
+    /v1) until each has succeeded; returns the seconds each model took. Raises MeshNotReady
+    naming the model and the last answer when the deadline passes first, or at once on an
+    answer waiting cannot change."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    http = client or httpx.Client(timeout=60.0)
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    took: dict[str, float] = {}
+    try:
+        for model in models:
+            last = "no answer yet"
+            body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1}
+            while True:
+                wait = 0.5
+                try:
+                    response = http.post(f"{base_url}/completions", json=body, headers=headers)
+                    if response.status_code == 200:
+                        took[model] = time.monotonic() - t0
+                        break
+                    last = _describe(response)
+                    if response.status_code not in RETRYABLE:
+                        raise MeshNotReady(
+                            f"model '{model}' refused its first completion at {base_url}: {last}"
+                        )
+                    wait = min(max(_retry_after_s(response), 0.2), 2.0)
+                except httpx.HTTPError as err:
+                    last = f"{type(err).__name__}: {err}"
+                if time.monotonic() + wait > deadline:
+                    raise MeshNotReady(
+                        f"model '{model}' served no completion at {base_url} within "
+                        f"{timeout_s:.0f} s (--ready-timeout-s); the mesh's last answer: {last}"
+                    )
+                sleep(wait)
+    finally:
+        if client is None:
+            http.close()
+    return took

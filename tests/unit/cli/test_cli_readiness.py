@@ -1,0 +1,144 @@
+"""`slomesh up`'s readiness wait (slomesh/cli/readiness.py) against a scripted OpenAI endpoint:
+it sends one-token completions per model until each succeeds, waits as the mesh's Retry-After
+says, stops at once on an answer waiting cannot change, and names the model and the mesh's last
+answer when the deadline passes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from slomesh.cli.readiness import MeshNotReady, ingress_models, probe_key, wait_until_serving
+
+BASE = "http://127.0.0.1:8100/v1"
+OK = {"choices": [{"text": "x", "finish_reason": "length"}]}
+
+
+def _error(status: int, message: str, retry_after: str | None = "1") -> httpx.Response:
+    headers = {"retry-after": retry_after} if retry_after else {}
+    body = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+class Script:
+    """Answers per model in turn (the last one repeats); records every request."""
+
+    def __init__(self, answers: dict[str, list[Callable[[], httpx.Response]]]) -> None:
+        self.answers = answers
+        self.seen: list[dict[str, Any]] = []
+        self.auth: list[str | None] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/completions"
+        body = json.loads(request.content)
+        self.seen.append(body)
+        self.auth.append(request.headers.get("authorization"))
+        queue = self.answers[body["model"]]
+        return (queue.pop(0) if len(queue) > 1 else queue[0])()
+
+
+def _run(script: Script, models: list[str], **kwargs: Any) -> tuple[dict[str, float], list[float]]:
+    slept: list[float] = []
+    client = httpx.Client(transport=httpx.MockTransport(script))
+    took = wait_until_serving(BASE, models, client=client, sleep=slept.append, **kwargs)
+    return took, slept
+
+
+def test_each_model_is_sent_one_token_until_it_succeeds_waiting_as_told() -> None:
+    script = Script(
+        {
+            "a": [lambda: _error(503, "no healthy replica serves model 'a'", "2"),
+                  lambda: _error(500, "replica replica-0 failed mid-request", None),
+                  lambda: httpx.Response(200, json=OK)],
+            "b": [lambda: httpx.Response(200, json=OK)],
+        }
+    )  # fmt: skip
+    took, slept = _run(script, ["a", "b"])
+    assert set(took) == {"a", "b"}
+    assert [s["model"] for s in script.seen] == ["a", "a", "a", "b"]
+    assert all(s["max_tokens"] == 1 for s in script.seen)
+    assert slept == [2.0, 0.5]  # Retry-After, then the default pause (no header)
+    assert script.auth == [None] * 4
+
+
+def test_connection_refused_is_waited_out() -> None:
+    calls = {"n": 0}
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json=OK)
+
+    client = httpx.Client(transport=httpx.MockTransport(flaky))
+    took = wait_until_serving(BASE, ["a"], client=client, sleep=lambda s: None)
+    assert list(took) == ["a"] and calls["n"] == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_an_answer_waiting_cannot_change_ends_the_wait_at_once(status: int) -> None:
+    script = Script({"a": [lambda: _error(status, "the model 'a' does not exist", None)]})
+    with pytest.raises(MeshNotReady) as err:
+        _run(script, ["a"])
+    assert len(script.seen) == 1
+    assert f"model 'a' refused its first completion at {BASE}: {status}" in str(err.value)
+
+
+def test_the_deadline_names_the_model_and_the_last_answer() -> None:
+    script = Script(
+        {
+            "a": [lambda: httpx.Response(200, json=OK)],
+            "b": [lambda: _error(500, "replica replica-3 failed mid-request: UNAUTHENTICATED")],
+        }
+    )
+    clock = {"t": 0.0}
+
+    def sleep(s: float) -> None:
+        clock["t"] += s
+
+    import slomesh.cli.readiness as readiness
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(readiness.time, "monotonic", lambda: clock["t"])
+        with pytest.raises(MeshNotReady) as err:
+            wait_until_serving(
+                BASE,
+                ["a", "b"],
+                timeout_s=10,
+                client=httpx.Client(transport=httpx.MockTransport(script)),
+                sleep=sleep,
+            )
+    message = str(err.value)
+    assert "model 'b' served no completion" in message and "within 10 s" in message
+    assert "replica replica-3 failed mid-request: UNAUTHENTICATED" in message
+    assert 9 <= clock["t"] <= 10
+
+
+def _config(api_keys: dict[str, Any] | None) -> dict[str, Any]:
+    ingress = {
+        "name": "ingress",
+        "import_path": "services.ingress.deployment:build_app",
+        "args": {"models": [{"name": "m1"}, {"name": "m2"}]},
+    }
+    if api_keys is not None:
+        ingress["args"]["api_keys"] = api_keys
+    other = {"name": "scheduler", "import_path": "services.scheduler.deployment:build_app"}
+    return {"applications": [other, ingress]}
+
+
+def test_models_and_key_come_from_the_ingress_config() -> None:
+    assert ingress_models(_config(None)) == ["m1", "m2"]
+    assert probe_key(_config(None)) is None
+    assert probe_key(_config({"keys": {"sk-a": {"tenant": "t"}}})) is None  # anonymous serves
+    required = {"keys": {"sk-a": {"tenant": "t"}, "sk-b": {"tenant": "u"}}, "required": True}
+    assert probe_key(_config(required)) == "sk-a"
+
+
+def test_the_key_goes_in_the_authorization_header() -> None:
+    script = Script({"m1": [lambda: httpx.Response(200, json=OK)]})
+    _run(script, ["m1"], api_key="sk-a")
+    assert script.auth == ["Bearer sk-a"]
