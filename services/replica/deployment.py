@@ -31,7 +31,7 @@ from shared.domain.engine import EngineConfig
 from shared.profiles.defaults import default_profile
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.invalid_argument import refuse_invalid, request_or_refuse
-from shared.rpc.mesh_auth import require_mesh_credential
+from shared.rpc.mesh_auth import require_mesh_credential, require_mesh_token
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 from shared.telemetry import TracingConfig, incoming_context, setup_tracing, tracer
 
@@ -154,6 +154,8 @@ def build_engine(args: ReplicaArgs) -> Engine:
 class ReplicaDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = ReplicaArgs.model_validate(args)
+        if self.args.grpc_host:  # its own gRPC server refuses every call without the credential
+            require_mesh_token(f"replica {self.args.application} (its gRPC server, grpc_host)")
         setup_tracing(self.args.application, self.args.tracing)
         self.engine = build_engine(self.args)
         self._tracer = tracer("replica")

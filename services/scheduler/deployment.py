@@ -26,7 +26,7 @@ from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import REPLICA_UNAVAILABLE
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.invalid_argument import request_or_refuse
-from shared.rpc.mesh_auth import require_mesh_credential
+from shared.rpc.mesh_auth import require_mesh_credential, require_mesh_token
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 from shared.telemetry import incoming_context, setup_tracing, tracer
 
@@ -35,6 +35,8 @@ from shared.telemetry import incoming_context, setup_tracing, tracer
 class SchedulerDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = SchedulerArgs.model_validate(args)
+        if self.args.transport == "grpc":  # its calls go through Serve's gRPC proxy
+            require_mesh_token("scheduler (transport grpc)")
         setup_tracing("scheduler", self.args.tracing)
         replicas = live_replicas(self.args)
         self.core = AdmissionCore(

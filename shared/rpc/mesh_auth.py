@@ -6,7 +6,10 @@ replicas) checks that the call carries the mesh's secret in metadata `x-slomesh-
 compared in constant time (hmac.compare_digest), and refuses it with UNAUTHENTICATED otherwise.
 The secret comes from the environment variable SLOMESH_MESH_TOKEN of the Ray processes:
 `slomesh up` generates one at start-up unless it is set. With no secret configured every
-internal gRPC call is refused (fail closed). Calls over Serve deployment handles (the default
+internal gRPC call is refused (fail closed), so a service that serves or sends internal gRPC
+calls refuses to start without it (require_mesh_token: under `serve deploy` its application
+fails to deploy with a message naming the variable, instead of turning healthy and failing every
+request). Calls over Serve deployment handles (the default
 internal transport) are Ray actor calls inside the cluster: they carry no gRPC context and are
 protected by Ray's own token authentication (RAY_AUTH_MODE=token), not by this check.
 """
@@ -24,6 +27,10 @@ MESH_TOKEN_METADATA = "x-slomesh-mesh-token"
 
 class MeshCredentialRefused(RuntimeError):
     """An internal method was called over gRPC without the mesh's credential."""
+
+
+class MeshCredentialMissing(RuntimeError):
+    """A service that needs the mesh credential was started without one."""
 
 
 def mesh_token() -> str | None:
@@ -73,3 +80,22 @@ def require_mesh_credential(grpc_context: Any, method: str) -> None:
     grpc_context.set_code(grpc.StatusCode.UNAUTHENTICATED)
     grpc_context.set_details(message)
     raise MeshCredentialRefused(message)
+
+
+def require_mesh_token(what: str) -> None:
+    """Refuse to start `what` (a service that serves or sends internal gRPC calls) when this
+    process has no mesh secret: every such call would be refused, so a deployment would look
+    healthy and fail every request. The message names the variable to set.
+
+    The secret is not derived from Ray's token (RAY_AUTH_TOKEN): a cluster without Ray's token
+    authentication has none, Ray rotates and loads its token through private interfaces, and a
+    secret of its own lets the mesh's gRPC listeners be shared with processes outside Ray."""
+    if mesh_token() is not None:
+        return
+    raise MeshCredentialMissing(
+        f"{what} needs the mesh credential: set {MESH_TOKEN_ENV} to one random value for the whole "
+        "cluster in the environment of every Ray process (before `ray start`, or in the Serve "
+        "config's runtime_env env_vars), e.g. "
+        f"{MESH_TOKEN_ENV}=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))'); "
+        "without it every internal call is refused (UNAUTHENTICATED). `slomesh up` sets one itself"
+    )

@@ -39,6 +39,7 @@ def replica(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
         "model": "tiny",
         "gpu": "cpu",
         "stream_interval_ms": 0,
+        "grpc_host": "",  # called in process: no gRPC server of its own (no mesh credential)
         "vllm": {
             "model": str(tiny_model_dir),
             "max_model_len": 512,
