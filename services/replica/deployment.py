@@ -333,7 +333,8 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.ReplicaState:
         require_mesh_credential(grpc_context, "replica.Status")
-        return self._state()
+        await self.serving()  # answered only once vLLM's application is set up: the scheduler's
+        return self._state()  # readiness (a replica takes work after its first answer)
 
     def _state(self) -> common_pb2.ReplicaState:
         """The engine's state as reported to the scheduler (Status, UpdateReplica)."""
