@@ -99,16 +99,9 @@ def _grpc_body(req: ingress_pb2.GenerateRequest) -> tuple[str, dict[str, Any]]:
 
 
 def _grpc_status(http_status: int) -> Any:
-    import grpc
+    from services.ingress.grpc_door import grpc_status
 
-    return {
-        400: grpc.StatusCode.INVALID_ARGUMENT,
-        401: grpc.StatusCode.UNAUTHENTICATED,
-        403: grpc.StatusCode.PERMISSION_DENIED,
-        404: grpc.StatusCode.NOT_FOUND,
-        429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        503: grpc.StatusCode.UNAVAILABLE,
-    }.get(http_status, grpc.StatusCode.INTERNAL)
+    return grpc_status(http_status)
 
 
 FileId = Annotated[str, Path(pattern=r"^file-[A-Za-z0-9]{1,64}$")]
@@ -142,7 +135,6 @@ class IngressDeployment:
         self._start_batch_runner()
         self._door: FrontDoor | None = None
         self._grpc_door: GrpcDoor | None = None
-        self.pipeline.client.stream_idle_timeout_s = self.args.replica_idle_timeout_s
         if in_serve_replica():  # never in tests that build the class
             self._door, self._grpc_door = open_doors(self)
             self.pipeline.feed.on_drop = serve_drop_counter()

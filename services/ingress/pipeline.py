@@ -80,7 +80,10 @@ class Pipeline(StreamRelay):
         self.observer: RequestObserver = observer or NullObserver()
         self.models = {m.name: ModelInfo(m.name, m.max_model_len) for m in args.models}
         self.client = MeshClient(
-            args.grpc_target, timeout_s=args.call_timeout_s, transport=args.transport
+            args.grpc_target,
+            timeout_s=args.call_timeout_s,
+            transport=args.transport,
+            stream_idle_timeout_s=args.replica_idle_timeout_s,
         )
         self._tokenizers = load_tokenizers(args.models)
         self._tracer = tracer("ingress")

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from shared.rpc.direct import KEEPALIVE_SERVER_OPTIONS
 from shared.rpc.mesh_auth import MESH_TOKEN_METADATA, credential_ok
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
 
@@ -78,7 +79,7 @@ def bind_host(setting: str) -> str:
 async def start_server(deployment: Any, host_setting: str) -> tuple[grpc.aio.Server, str]:
     """Start the replica's server on a free port of `host_setting`; returns it and host:port."""
     host = bind_host(host_setting)
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=KEEPALIVE_SERVER_OPTIONS)
     replica_pb2_grpc.add_ReplicaServicer_to_server(_Servicer(deployment), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port(f"{host}:0")
     await server.start()

@@ -10,12 +10,14 @@ plane. Closing the stream early aborts the request in the engine (asgi_call.py).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.replica.asgi_call import ResponseStart, call
 from services.replica.vllm.engine_client import SERVING, SLOEngineClient
@@ -24,6 +26,8 @@ from shared.domain import Request
 from shared.domain.engine import EngineStatus
 from shared.domain.engine_metadata import engine_metadata
 from shared.rpc.slomesh.v1 import replica_pb2
+
+_T = TypeVar("_T")
 
 PASSED_HEADERS = frozenset({"content-type", "traceparent", "tracestate"})
 """Request headers the ingress passes on to vLLM's application (never credentials, never
@@ -39,6 +43,10 @@ class OpenAIServing:
     model: str
     sim_core: Any = None
     """The simulated engine core (sim_llm.SimulatedEngineCore) when the engine is simulated."""
+    heartbeat_s: float = 5.0
+    """An empty chunk goes out after this long without one (a queued request, a response
+    that is not streamed), so the caller's idle timeout tells a silent replica from a busy
+    one."""
 
     async def serve(
         self, request: Request, http: replica_pb2.HttpCall
@@ -53,9 +61,12 @@ class OpenAIServing:
         meta = engine_metadata(request, now, now - request.arrival_s)
         token = SERVING.set(meta)  # the application's tasks inherit it (engine_client.py)
         try:
-            async for event in call(self.app, http.method, http.path, headers, http.body):
+            events = call(self.app, http.method, http.path, headers, http.body)
+            async for event in with_heartbeats(events, self.heartbeat_s):
                 chunk = replica_pb2.ReplicaChunk(request_id=rid, time_unix_s=time.time())
-                if isinstance(event, ResponseStart):
+                if event is None:
+                    pass  # a heartbeat: the request id and the tokens so far
+                elif isinstance(event, ResponseStart):
                     status = event.status
                     chunk.http_status = event.status
                     for name, value in event.headers:
@@ -103,6 +114,33 @@ class OpenAIServing:
         if self.sim_core is None:
             return []
         return await self.sim_core.resume(request_ids)  # type: ignore[no-any-return]
+
+
+async def with_heartbeats(source: AsyncIterator[_T], interval_s: float) -> AsyncIterator[_T | None]:
+    """`source`'s items, and None after every `interval_s` without one. Each step of `source`
+    runs in a task made here (in the caller's context, so context variables carry over);
+    closing the result closes `source`."""
+    step: asyncio.Future[_T] = asyncio.ensure_future(anext(source))
+    try:
+        while True:
+            done, _ = await asyncio.wait({step}, timeout=interval_s)
+            if not done:
+                yield None
+                continue
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+            step = asyncio.ensure_future(anext(source))
+    finally:
+        if not step.done():
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await step
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def model_dir(path: str) -> str:
