@@ -35,6 +35,7 @@ from services.ingress.grpc_door import GrpcDoor
 from services.ingress.http_api import (
     IngressAPI,
     completion_route_docs,
+    error_docs,
     error_response,
     install_error_handling,
     log,
@@ -255,16 +256,16 @@ class IngressDeployment:
     async def chat_completions(self, request: HTTPRequest) -> Response:
         return await self._serve_http(request)
 
-    @app.post("/v1/responses")
+    @app.post("/v1/responses", responses=error_docs())
     async def responses(self, request: HTTPRequest) -> Response:
         """vLLM's Responses API (without `store`: every request stands alone)."""
         return await self._serve_http(request)
 
-    @app.post("/tokenize")
+    @app.post("/tokenize", responses=error_docs())
     async def tokenize(self, request: HTTPRequest) -> Response:
         return await self._serve_http(request)
 
-    @app.post("/detokenize")
+    @app.post("/detokenize", responses=error_docs())
     async def detokenize(self, request: HTTPRequest) -> Response:
         return await self._serve_http(request)
 

@@ -132,6 +132,14 @@ _ERROR_STATUSES = {
 }
 
 
+def error_docs() -> dict[int | str, dict[str, Any]]:
+    """The error responses every OpenAI route may answer, for its OpenAPI document."""
+    return {
+        status: {"model": ErrorResponse, "description": description}
+        for status, description in _ERROR_STATUSES.items()
+    }
+
+
 def completion_route_docs(body_model: str) -> dict[str, Any]:
     """`openapi_extra` and `responses` for a POST route whose JSON body is `body_model` (a
     schema of `openapi_schemas()`): keyword arguments for FastAPI's route decorator."""

@@ -10,6 +10,8 @@ from typing import Any
 
 import openai
 
+from tests.integration.conftest import GOLD_KEY
+
 MODEL = "llama-3.1-8b"
 
 
@@ -42,7 +44,7 @@ def _wait(client: openai.OpenAI, batch_id: str, statuses: set[str], timeout_s: f
 
 
 def test_mesh_batch_api_with_openai_client(live_mesh: dict[str, Any]) -> None:
-    client = openai.OpenAI(base_url=live_mesh["http"], api_key="EMPTY")
+    client = openai.OpenAI(base_url=live_mesh["http"], api_key=GOLD_KEY)
     file = client.files.create(file=("questions.jsonl", _jsonl(24, "q")), purpose="batch")
     assert file.purpose == "batch" and client.files.retrieve(file.id).bytes == file.bytes
     batch = client.batches.create(

@@ -51,9 +51,9 @@ def test_ignore_eos_forces_the_output_length_on_vllm(
     assert reasons[-1] == "length"
 
 
-def test_ignore_eos_of_the_wrong_type_is_a_400_naming_it(live_mesh: dict[str, Any]) -> None:
-    body = {"model": TINY, "prompt": "hello", "max_tokens": 2, "ignore_eos": "yes"}
+def test_ignore_eos_of_the_wrong_type_is_vllms_400_naming_it(live_mesh: dict[str, Any]) -> None:
+    body = {"model": TINY, "prompt": "hello", "max_tokens": 2, "ignore_eos": [1]}
     r = httpx.post(f"{live_mesh['http']}/completions", json=body, timeout=30)
     assert r.status_code == 400
     err = r.json()["error"]
-    assert err["param"] == "ignore_eos" and "boolean" in err["message"]
+    assert err["param"] == "body.ignore_eos" and "boolean" in err["message"]

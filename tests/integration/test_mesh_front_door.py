@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from slomesh.cli.front_door import door_url
+from tests.integration.conftest import GOLD_KEY
 from tests.integration.handles import engine_load
 
 MODEL = "llama-3.1-8b"
@@ -29,7 +30,7 @@ def _doors(live_mesh: dict[str, Any]) -> dict[str, str]:
 @pytest.mark.parametrize("door", ["front", "proxy"])
 def test_door_streams_and_answers(live_mesh: dict[str, Any], door: str) -> None:
     base = _doors(live_mesh)[door]
-    client = openai.OpenAI(base_url=base, api_key="EMPTY")
+    client = openai.OpenAI(base_url=base, api_key=GOLD_KEY)
     chunks = list(
         client.chat.completions.create(
             model=MODEL,
@@ -52,9 +53,9 @@ def test_door_streams_and_answers(live_mesh: dict[str, Any], door: str) -> None:
     ("body", "status", "param"),
     [
         ({"model": MODEL, "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
-        ({"model": MODEL, "prompt": "x", "temperature": "hot"}, 400, "temperature"),
+        ({"model": MODEL, "prompt": "x", "temperature": "hot"}, 400, "body.temperature"),
         ({"model": "no-such-model", "prompt": "x"}, 404, "model"),
-        ("{not json", 400, None),
+        ("{not json", 400, "body.1"),
     ],
 )
 def test_door_bad_input_is_the_same_openai_error(
@@ -161,7 +162,7 @@ def test_front_door_client_leaving_aborts_the_engine_request(
 
 
 def test_front_door_request_is_traced_like_the_proxy_door(live_mesh: dict[str, Any]) -> None:
-    client = openai.OpenAI(base_url=_doors(live_mesh)["front"], api_key="EMPTY")
+    client = openai.OpenAI(base_url=_doors(live_mesh)["front"], api_key=GOLD_KEY)
     traceparent = "00-" + "fe" * 16 + "-" + "cd" * 8 + "-01"
     client.completions.create(
         model=MODEL, prompt="trace me", max_tokens=2, extra_headers={"traceparent": traceparent}

@@ -38,6 +38,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from ray._private import ray_constants
 
 from slomesh.cli import mesh
 
@@ -295,6 +296,9 @@ def cluster() -> Iterator[Cluster]:
         "SLOMESH_MESH_TOKEN": secrets.token_hex(32),
         "SERVE_SOCKET_REUSE_PORT_ENABLED": "0",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # a real multi-node cluster: the session's embedded mesh turned Ray's single-machine
+        # mode on in this process's environment (mesh.loopback_node)
+        ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR: "1",
     }
     env.pop("RAY_ADDRESS", None)
     c = Cluster(temp_dir, env, _free_port(), _free_port(), http_port, grpc_port)

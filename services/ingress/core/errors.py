@@ -33,8 +33,9 @@ class ErrorDetail(BaseModel):
     """OpenAI error type: invalid_request_error, rate_limit_exceeded, server_error, ..."""
     param: str | None
     """The offending request field path (e.g. "messages[0].content"), or null."""
-    code: str | None
-    """Machine-readable code (e.g. "model_not_found", "context_length_exceeded"), or null."""
+    code: str | int | None
+    """Machine-readable code: slomesh's own errors a string (e.g. "invalid_api_key"), vLLM's
+    errors the HTTP status as an integer (as vLLM sends it), or null."""
 
 
 class ErrorResponse(BaseModel):
