@@ -127,9 +127,11 @@ def test_targets_name_what_is_met_and_what_is_not() -> None:
     ]
     lines = target_lines(steps)
     assert lines[0].startswith("slomesh at 10 req/s") and lines[0].endswith("NOT met")
-    assert lines[1].startswith("slomesh at 20 req/s (2x)") and lines[1].endswith(": met")
+    assert lines[1].startswith("slomesh at 20 req/s (>= 2x 10)") and lines[1].endswith(": met")
     short = target_lines([s for s in steps if s.rate_rps == 10])
-    assert short[-1] == "slomesh: 20 req/s (2x the rate bare serves) not on the ladder"
+    assert short[-1] == "slomesh: no rate >= 20 req/s (2x the rate bare serves) on the ladder"
+    beyond = [*steps, step("bare-vllm", 30, 600, 600, 60), step("slomesh", 30, 600, 200, 190)]
+    assert target_lines(beyond)[1].startswith("slomesh at 20 req/s (>= 2x 10)")
 
 
 def page_data() -> dict[str, object]:
