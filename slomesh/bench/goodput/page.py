@@ -116,7 +116,10 @@ def render(data: Mapping[str, Any]) -> str:
         f"`--ignore-eos`, `--goodput ttft:{plan['slo_ttft_ms']:g} tpot:{plan['slo_tpot_ms']:g}`, "
         f"Poisson arrivals for {plan['seconds']:g} s per rate. The same objectives as the "
         f"headers `x-slo-ttft-ms` / `x-slo-tpot-ms`: {headers}. *rejected* counts 429 answers; "
-        "*x bare* is goodput over bare vLLM's at the same rate.",
+        "*x bare* is goodput over bare vLLM's at the same rate; *bursts* counts served answers "
+        "whose tokens after the first all arrived within 0.5 ms per token of it: held back "
+        "somewhere between the engine and the benchmark's client (the client's own event loop "
+        "on a loaded machine included) and read at once, not as generated.",
         "",
         "Command:",
         "",

@@ -14,6 +14,10 @@ from typing import Any
 
 from shared.report.table import fmt_num, markdown_table
 
+BURST_TPOT_S = 0.0005
+"""Below this mean time per token after the first (0.5 ms; the tiny model's engine decodes at
+1-5 ms per token) an answer arrived as one burst."""
+
 REJECTED_REASON = "Too Many Requests"
 """What vLLM's client records as a request's error for an HTTP 429 (aiohttp's reason)."""
 
@@ -43,6 +47,10 @@ class Step:
     ttft_p99_ms: float
     tpot_p50_ms: float
     tpot_p99_ms: float
+    bursts: int = 0
+    """Served requests whose tokens after the first all came within BURST_TPOT_S per token of
+    it: the answer was held back somewhere between the engine and the client's reads (the
+    client's own event loop included) and read at once, not as generated."""
 
     @property
     def met_of_served(self) -> float | None:
@@ -72,6 +80,20 @@ def step_from_result(system: str, rate: float, result: Mapping[str, Any]) -> Ste
         ttft_p99_ms=float(result.get("p99_ttft_ms", 0.0)),
         tpot_p50_ms=float(result.get("median_tpot_ms", 0.0)),
         tpot_p99_ms=float(result.get("p99_tpot_ms", 0.0)),
+        bursts=count_bursts(result),
+    )
+
+
+def count_bursts(result: Mapping[str, Any]) -> int:
+    """Served requests of more than one token delivered as one burst (see `Step.bursts`)."""
+    rows = zip(
+        result.get("ttfts", []),
+        result.get("latencies", []),
+        result.get("output_lens", []),
+        strict=False,
+    )
+    return sum(
+        1 for ttft, latency, n in rows if n > 1 and (latency - ttft) / (n - 1) < BURST_TPOT_S
     )
 
 
@@ -98,6 +120,7 @@ HEADERS = (
     "TTFT p99 ms",
     "TPOT p50 ms",
     "TPOT p99 ms",
+    "bursts",
 )
 
 
@@ -130,6 +153,7 @@ def table_rows(steps: Sequence[Step], baseline: str = "bare-vllm") -> list[list[
                 fmt_num(s.ttft_p99_ms, 0),
                 fmt_num(s.tpot_p50_ms, 1),
                 fmt_num(s.tpot_p99_ms, 1),
+                str(s.bursts),
             ]
         )
     return rows

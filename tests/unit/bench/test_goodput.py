@@ -241,3 +241,13 @@ def test_a_started_system_gets_its_steps_and_the_cpu_of_its_ladder(tmp_path: Pat
     assert run.why_not is None and run.startup_s == 42.0
     assert [(s.system, s.served, s.met) for s in run.steps] == [("slomesh", 5, 5)]
     assert (run.cpu_engine_s, run.cpu_outside_s) == (60.0, 120.0)
+
+
+def test_answers_held_back_and_delivered_at_once_are_counted_as_bursts() -> None:
+    result = vllm_result(4, ["", "", "", "", REJECTED_REASON], goodput=0.3)
+    result["ttfts"] = [0.05, 6.0, 2.0, 0.0, 0.0]
+    result["latencies"] = [0.55, 6.02, 2.01, 0.0, 0.0]  # 2 ms/token; then 0.08 and 0.04 ms/token
+    result["output_lens"] = [256, 256, 256, 1, 0]  # one token: no TPOT, no burst
+    s = step_from_result("slomesh", 20.0, result)
+    assert s.bursts == 2
+    assert table_rows([s])[0][-1] == "2"
