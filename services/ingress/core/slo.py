@@ -155,7 +155,8 @@ class SLOPolicy(BaseModel):
         classes, default = class_set(str(data.get("class_set", "default")))
         out = dict(data)
         out.setdefault("classes", classes)
-        if "default_class" not in out and default in out["classes"]:
+        given = out["classes"]
+        if "default_class" not in out and isinstance(given, dict) and default in given:
             out["default_class"] = default
         return out
 

@@ -188,6 +188,8 @@ def test_ingress_slo_classes_given_keep_or_need_their_default() -> None:
     assert SLOPolicy.model_validate({"classes": own}).default_class == "chat"
     with pytest.raises(ValidationError, match="default_class 'chat' is not one of the classes"):
         SLOPolicy.model_validate({"classes": {"gold": {"ttft_ms": 2000}}})
+    with pytest.raises(ValidationError, match="classes"):
+        SLOPolicy.model_validate({"classes": 7})
     with pytest.raises(ValidationError, match="unknown class_set 'scorpio'"):
         SLOPolicy.model_validate({"class_set": "scorpio"})
 
