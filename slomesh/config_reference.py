@@ -55,6 +55,12 @@ PAGES = (
           "services.scheduler.core.batching.config:BatchingConfig",
           "services.scheduler.core.autoscale.config:AutoscaleConfig",
           "services.scheduler.core.prefix_affinity:PrefixAffinityConfig",
+          "services.scheduler.core.policies:RouterOptions",
+          "services.scheduler.core.routers.pow2:Pow2Params",
+          "services.scheduler.core.routers.pow2_prefix:Pow2PrefixParams",
+          "services.scheduler.core.routers.llm_d_scorers:LlmdScorerParams",
+          "services.scheduler.core.flow_control:FlowControlConfig",
+          "services.scheduler.core.latency_slo_admitter:LatencySLOAdmitterConfig",
           "shared.domain.scorpio:ScorpioConfig", "shared.domain.engine:EngineConfig")),
     Page("deployer", "Deployer and GPU clusters",
          "The GPU cluster file (`deploy/gpu/cluster.yaml`, `slomesh gpu-config`), the planners' "
