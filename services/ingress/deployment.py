@@ -26,7 +26,13 @@ from ray.serve.config import BackpressureConfig
 
 from services.ingress.args import IngressArgs
 from services.ingress.batch_api import BatchAPI
-from services.ingress.core.errors import APIError, ErrorResponse, internal_error, overloaded
+from services.ingress.core.errors import (
+    APIError,
+    ErrorResponse,
+    internal_error,
+    invalid_unicode,
+    overloaded,
+)
 from services.ingress.core.json_body import decode_json
 from services.ingress.core.request_view import read_view
 from services.ingress.doors import open_doors
@@ -60,7 +66,7 @@ def _error(err: APIError) -> JSONResponse:
 
 def _decode(raw: bytes, limits: Any) -> Any:
     """The body's JSON under the ingress's hostile-input rules (size, depth, Unicode); a body
-    that is not JSON at all goes to vLLM as it came, which answers its own 400."""
+    that is text but not JSON goes to vLLM as it came, which answers its own 400."""
     try:
         return decode_json(
             raw, max_body_bytes=limits.max_body_bytes, max_json_depth=limits.max_json_depth
@@ -68,6 +74,10 @@ def _decode(raw: bytes, limits: Any) -> Any:
     except APIError as err:
         if err.code != "invalid_json":
             raise
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:  # the ingress's own rule: not even text
+            raise invalid_unicode(None, "the body is not valid UTF-8") from None
         return None
 
 

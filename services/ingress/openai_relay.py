@@ -20,6 +20,9 @@ from services.ingress.core.errors import APIError, internal_error
 from services.ingress.pipeline import Admitted
 from shared.rpc.slomesh.v1 import ingress_pb2, replica_pb2
 
+REQUEST_ID_HEADER = "x-slomesh-request-id"
+"""Response header naming slomesh's id of the request (its traces' `slomesh.request_id`, the id
+replicas report), beside vLLM's own response id."""
 _DROPPED_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "vary"})
 
 
@@ -51,6 +54,7 @@ async def http_response(admitted: Admitted) -> Response:
         raise
     media = headers.pop("content-type", "application/json")
     headers.update(admitted.headers)
+    headers[REQUEST_ID_HEADER] = admitted.request.request_id
     if media.startswith("text/event-stream"):
         return StreamingResponse(
             _events(admitted, early), status_code=status, headers=headers, media_type=media

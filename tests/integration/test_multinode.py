@@ -399,6 +399,7 @@ async def _request(c: httpx.AsyncClient, t0: float, max_tokens: int) -> Outcome:
                 "POST", "/v1/chat/completions", json=body, timeout=httpx.Timeout(ANSWER_S)
             ) as r:
                 o.status = r.status_code
+                o.stream_id = r.headers.get("x-slomesh-request-id", "")
                 async for line in r.aiter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -412,8 +413,6 @@ async def _request(c: httpx.AsyncClient, t0: float, max_tokens: int) -> Outcome:
                         event = json.loads(data)
                         if isinstance(event, dict) and "error" in event:
                             o.error_event = str(event["error"])[:200]
-                        elif isinstance(event, dict) and not o.stream_id:
-                            o.stream_id = str(event.get("id", ""))
     except (TimeoutError, httpx.ReadTimeout):
         o.transport_error = "hang"
     except httpx.HTTPError as err:

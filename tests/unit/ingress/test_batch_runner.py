@@ -110,8 +110,10 @@ def test_validation_failure_names_the_lines(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("step_s", "window_s", "status", "code"),
     [
-        # 10 s per request (4 at once: ~2.5 s each), 40 requests, a 60 s window: hopeless
-        (10.0, 60.0, "failed", "batch_failed"),
+        # the fake clock moves 10 s per request started, 40 requests, a 120 s window: hopeless,
+        # and room for the 4 finished requests the estimate needs however the store's threads
+        # interleave (with 60 s, six starts before four finishes expired the batch first)
+        (10.0, 120.0, "failed", "batch_failed"),
         # every request is rejected for ever: nothing to estimate from, so it expires
         (None, 15.0, "expired", "batch_expired"),
     ],
