@@ -243,14 +243,16 @@ class ReplicaDeployment:
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.route", http.path)
             t0 = time.monotonic()
-            first = False
+            first = 0.0
             async for chunk in serving.serve(req, http):
                 if not first and chunk.output_tokens:
-                    first = True
+                    first = time.monotonic()
                     span.add_event("first_token")
-                    wait_ms = (time.monotonic() - t0) * 1e3
+                    wait_ms = (first - t0) * 1e3
                     span.set_attribute("slomesh.queue_and_prefill_ms", wait_ms)
                 if chunk.finished:
+                    decode_ms = (time.monotonic() - (first or time.monotonic())) * 1e3
+                    span.set_attribute("slomesh.decode_ms", decode_ms)
                     span.set_attribute("slomesh.finish_reason", chunk.finish_reason)
                     span.set_attribute("slomesh.output_tokens", chunk.output_tokens)
                 yield chunk
