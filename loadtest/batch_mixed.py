@@ -32,7 +32,14 @@ from typing import Any
 
 import httpx
 
-SLO_TTFT_S = {"interactive": 20.0, "batch-1": 60.0, "chat": 3.0, "relaxed": 15.0}
+from services.ingress.core.slo import class_set
+
+SLO_TTFT_S = {
+    name: spec.ttft_ms / 1e3
+    for name, spec in class_set("default")[0].items()
+    if spec.ttft_ms <= 60_000.0
+}
+"""Each interactive class's TTFT objective in seconds, read from the mesh's default class set."""
 _WORDS = [
     "the",
     "quick",
@@ -239,7 +246,7 @@ def main() -> int:
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--rate", type=float, default=6.0, help="interactive requests per second")
     ap.add_argument("--seconds", type=float, default=90.0, help="length of each load phase")
-    ap.add_argument("--slo-class", default="interactive", choices=sorted(SLO_TTFT_S))
+    ap.add_argument("--slo-class", default="chat", choices=sorted(SLO_TTFT_S))
     ap.add_argument("--batch-requests", type=int, default=2000)
     ap.add_argument("--window", default="30m", help="the batch's completion_window")
     ap.add_argument("--batch-timeout-s", type=float, default=1800.0)

@@ -77,7 +77,8 @@ class Entitlement(BaseModel):
 
 def anonymous_entitlement() -> Entitlement:
     """The default for anonymous traffic: up to the standard band (no critical), TTFT >= 1 s
-    (not the `tight` class, 500 ms), TPOT >= 30 ms (the `chat` class's)."""
+    (not the `tight` class, 500 ms), TPOT >= 30 ms (above it:
+    `chat` and `tight`, 50 ms)."""
     return Entitlement(max_criticality=0, min_ttft_ms=1000.0, min_tpot_ms=30.0)
 
 
