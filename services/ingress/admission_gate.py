@@ -1,11 +1,13 @@
-"""The pipeline's side of the reject gate (core/reject_gate.py): the key of a request, the
-429 a held request gets, and the scheduler's verdicts fed back, on the monotonic clock."""
+"""The pipeline's side of the reject gate (core/reject_gate.py: the key of a request, the
+429 a held request gets, and the scheduler's verdicts fed back) and of the guard on delivered
+latency (core/delivered.py), on the monotonic clock."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from services.ingress.core.delivered import DeliveredGuard, DeliveredGuardConfig
 from services.ingress.core.errors import overloaded
 from services.ingress.core.reject_gate import GateKey, RejectGate
 from services.ingress.observer import RequestObserver
@@ -44,3 +46,36 @@ class AdmissionGate:
             str(reply.reason),
             time.monotonic(),
         )
+
+
+class DeliveredGate:
+    """Answers requests predicted to miss their SLO on what this ingress's streams measured
+    (429 + Retry-After at once, drop reason `deadline-infeasible`), and feeds the guard the
+    times of the streams it lets in."""
+
+    def __init__(self, config: DeliveredGuardConfig, observer: RequestObserver) -> None:
+        self.guard = DeliveredGuard(config)
+        self.observer = observer
+
+    def check(self, req: Request) -> None:
+        """Raises the 429 APIError when `req` is predicted to miss its TTFT or TPOT objective."""
+        waited = max(0.0, time.time() - req.arrival_s)
+        slo = req.slo
+        verdict = self.guard.check(
+            req.model, slo.ttft_deadline_s, slo.tpot_target_s, waited, time.monotonic()
+        )
+        if not verdict.admit:
+            self.observer.rejected(slo.class_name, verdict.reason)
+            raise overloaded(
+                verdict.reason, verdict.retry_after_s, drop_reason="deadline-infeasible"
+            )
+
+    def start(self, req: Request) -> None:
+        """`req` was let in: its stream's times become samples."""
+        self.guard.start(req.request_id, req.model, req.slo.ttft_deadline_s, time.monotonic())
+
+    def first_token(self, request_id: str) -> None:
+        self.guard.first_token(request_id, time.monotonic())
+
+    def end(self, request_id: str, output_tokens: int) -> None:
+        self.guard.end(request_id, output_tokens, time.monotonic())

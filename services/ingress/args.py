@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.ingress.core.auth import APIKeyConfig
 from services.ingress.core.batch_files import BatchConfig
+from services.ingress.core.delivered import DeliveredGuardConfig
 from services.ingress.core.entitlements import Entitlement
 from services.ingress.core.front_door import FrontDoorConfig, is_loopback
 from services.ingress.core.grpc_door import GrpcDoorConfig
@@ -73,6 +74,10 @@ class IngressArgs(BaseModel):
     max_admitting_requests: int = Field(1024, ge=1)
     """Requests this ingress replica holds in admission at once (predict + scheduler queue);
     beyond it new requests are answered 429 with Retry-After before any internal call."""
+    delivered_guard: DeliveredGuardConfig = DeliveredGuardConfig()
+    """Admission on what the mesh delivers now (core/delivered.py): a request whose TTFT or
+    TPOT, predicted from the times this replica's streams measured at about the same load in
+    the last seconds, misses its objective is answered 429 with Retry-After at once."""
     reject_hold_off_s: float = Field(0.25, ge=0)
     """After the scheduler rejects a request because its queue cannot take it
     (deadline-infeasible, queue-full, sheddable-saturated), requests with the same

@@ -185,6 +185,7 @@ class FrontDoor:
             proxy_headers=False,
             ws="none",
             timeout_graceful_shutdown=self.config.graceful_shutdown_s,
+            timeout_keep_alive=self.config.keep_alive_s,
         )
         self._server = _Server(config)
         log.info("front door serving on %s", self.address)

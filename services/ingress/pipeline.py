@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from services.ingress.admission_gate import AdmissionGate
+from services.ingress.admission_gate import AdmissionGate, DeliveredGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.auth import Principal, authenticate
 from services.ingress.core.errors import APIError, overloaded, scheduler_rejection
@@ -96,6 +96,8 @@ class Pipeline(StreamRelay):
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
         self.fast = FastPath(lambda: self.client)  # lease credits, if the scheduler grants
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
+        self.delivered = DeliveredGate(args.delivered_guard, self.observer)
+        """Admission on the latency this ingress's streams measured (core/delivered.py)."""
         self.feed = PredictorFeed(self._send_feed, args.predictor_feed)
         """Fast-path predictions and completions for the predictor, batched (predictor_feed.py)."""
 
@@ -184,6 +186,7 @@ class Pipeline(StreamRelay):
             )
             req, answer_headers = ten.entitled(req, self._class_ttfts)
             self.gate.check(req)  # 429 at once while the scheduler's last "no" holds
+            self.delivered.check(req)  # 429 at once when predicted to miss its SLO
             if prompt:
                 req = dataclasses.replace(req, prefix=prompt_prefix(prompt, ids))
             try:
@@ -195,10 +198,13 @@ class Pipeline(StreamRelay):
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
             span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
+            self.delivered.start(req)
             try:
                 reply, admit_msg = await self._place(req, meta, prompt, span)
-            except APIError as err:
-                if err.status in (429, 503):  # the mesh said no: the quota is not spent
+            except BaseException as err:
+                self.delivered.end(req.request_id, 0)
+                if isinstance(err, APIError) and err.status in (429, 503):
+                    # the mesh said no: the quota is not spent
                     self._rate_limiter.refund(principal.tokens_per_minute, req, time.monotonic())
                 raise
         token = otel_context.attach(ctx)  # the replica's `execution` span joins this trace

@@ -16,6 +16,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from services.ingress.admission_gate import DeliveredGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.errors import APIError, server_error
 from services.ingress.fast_path import FastPath
@@ -31,6 +32,7 @@ class StreamRelay:
     args: IngressArgs
     observer: RequestObserver
     fast: FastPath
+    delivered: DeliveredGate
 
     def _report(
         self,
@@ -90,6 +92,7 @@ class StreamRelay:
                 if not first and chunk.output_tokens:
                     first = time.time()
                     self.fast.first_token(req.request_id)  # its deferred prediction
+                    self.delivered.first_token(req.request_id)
                 tokens = chunk.output_tokens
                 if chunk.finished:
                     reason = chunk.finish_reason
@@ -111,6 +114,7 @@ class StreamRelay:
         finally:
             await call.aclose()  # type: ignore[attr-defined]  # cancels the replica's stream
             finish = time.time()
+            self.delivered.end(req.request_id, tokens)
             self.fast.first_token(req.request_id)  # no token came: run it anyway
             root.set_attribute("slomesh.output_tokens", tokens)
             root.set_attribute("slomesh.finish_reason", reason)

@@ -68,6 +68,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(.json) and goodput.png next to it",
     )
     p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a goodput.json of an earlier sitting (e.g. before a change) to show on the page "
+        "as the 'before' table",
+    )
+    p.add_argument(
         "--render",
         type=Path,
         default=None,
@@ -110,11 +117,46 @@ def _commit() -> str:
         return "?"
 
 
+def _before(path: Path) -> dict[str, Any]:
+    """The parts of an earlier run the page shows."""
+    old = json.loads(path.read_text())
+    keep = ("command", "date", "commit", "load_average_before", "load_average_after", "systems")
+    return {k: old[k] for k in keep if k in old}
+
+
+def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
+    """The confusion matrix and the simulated ladder of every slomesh system (analysis.py)."""
+    from dataclasses import asdict
+
+    from services.ingress.args import IngressArgs
+    from shared.profiles.io import load_profiles
+    from slomesh.bench.goodput.analysis import analyse_system
+    from slomesh.cli import mesh
+
+    profile = load_profiles(mesh.DEFAULT_PROFILES["vllm"])[0]
+    config = mesh.load_config(mesh.CONFIGS["vllm"])
+    replica = next(a for a in config["applications"] if a["name"].startswith("replica-"))
+    seqs = int(replica["args"]["vllm"]["max_num_seqs"])
+    ingress = IngressArgs.model_fields["num_replicas"].default
+    found = {}
+    for r in runs:
+        if not r.name.startswith("slomesh") or not r.engines:
+            continue
+        got = analyse_system(
+            r.engines, asdict(plan), out / "vllm-results" / r.name, profile, seqs, ingress
+        )
+        if got is not None:
+            found[r.name] = got
+    return found
+
+
 def _render(args: argparse.Namespace) -> int:
     from slomesh.bench.goodput.page import write_page
 
     page = args.page or args.render.with_suffix(".md")
     data = json.loads(args.render.read_text())
+    if args.before is not None:
+        data["before"] = _before(args.before)
     for path in write_page(data, page):
         print(f"wrote {path}")
     return 0
@@ -126,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     if args.render is not None:
         return _render(args)
     from slomesh.bench.compare.run import specs
-    from slomesh.bench.goodput.page import target_lines, write_page
+    from slomesh.bench.goodput.page import analysis_lines, target_lines, write_page
     from slomesh.bench.goodput.results import format_table, step_json
     from slomesh.bench.goodput.run import Plan, run_system, run_url
 
@@ -171,11 +213,16 @@ def run(args: argparse.Namespace) -> int:
             for r in runs
         ],
     }
+    data["analysis"] = analyse(runs, plan, out)
+    if args.before is not None:
+        data["before"] = _before(args.before)
     (out / "goodput.json").write_text(json.dumps(data, indent=2) + "\n")
     steps = [s for r in runs for s in r.steps]
     print()
     print(format_table(steps))
     print()
+    for line in analysis_lines(data):
+        print(line)
     for line in target_lines(steps):
         print(line)
     for r in runs:

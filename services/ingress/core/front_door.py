@@ -41,6 +41,11 @@ class FrontDoorConfig(BaseModel):
     graceful_shutdown_s: int = Field(5, ge=0, le=600)
     """When the replica stops: the door stops accepting at once and gives requests in flight
     this long (whole seconds: uvicorn takes an int) to finish, then closes their connections."""
+    keep_alive_s: int = Field(65, ge=1, le=3600)
+    """How long an idle keep-alive connection stays open, seconds (uvicorn's
+    timeout_keep_alive). Longer than HTTP clients keep theirs (aiohttp, which vLLM's benchmark
+    uses: 60 s; httpx: 5 s): a server that closes first races the client's next request on that
+    connection, which then fails "Server disconnected" without an answer."""
     backlog: int = Field(2048, ge=1, le=65535)
     """Listen backlog of each replica's socket (connections the kernel queues before accept)."""
 

@@ -7,6 +7,10 @@ machine, so one process runs every rate of one system:
     python -m slomesh.bench.goodput.harness --rates 10,20 --seconds 20 --result-dir DIR \\
         -- <vllm bench serve arguments>
 
+The client runs at a raised CPU priority (`--nice -10`, where the user may): on a small
+machine the system under test takes the cores, and a client that waits for one stamps its own
+wait into every TTFT and reads streamed tokens in bursts; each system gets the same client.
+
 Each rate sends `rate * seconds` requests (Poisson arrivals) and writes vLLM's detailed result
 file DIR/rate-<rate>.json (per-request errors, TTFTs and output lengths included). A rate that
 fails is reported on stderr and the ladder goes on.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -62,6 +67,15 @@ def step_args(
     return args
 
 
+def raise_priority(increment: int) -> None:
+    """os.nice(increment); a client that may not raise its priority says so and goes on."""
+    if increment:
+        try:
+            os.nice(increment)
+        except OSError as err:
+            print(f"client priority unchanged (nice {increment}: {err.strerror})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:
@@ -72,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     own.add_argument("--rates", required=True, help="request rates, req/s, comma-separated")
     own.add_argument("--seconds", type=float, required=True, help="arrivals per rate, seconds")
     own.add_argument("--result-dir", type=Path, required=True, help="where result files go")
+    own.add_argument(
+        "--nice", type=int, default=0, help="change this process's CPU priority by this much"
+    )
     mine = own.parse_args(argv[:cut])
+    raise_priority(mine.nice)
 
     from vllm.benchmarks.serve import add_cli_args
     from vllm.benchmarks.serve import main as serve_main

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from slomesh.bench.goodput.analysis import confusion_table, sim_table
 from slomesh.bench.goodput.results import Step, format_table, step_of_json
 
 BASELINE = "bare-vllm"
@@ -61,6 +62,59 @@ def target_lines(steps: Sequence[Step], baseline: str = BASELINE) -> list[str]:
                 f"{name}: no rate >= {twice:g} req/s (2x the rate bare serves) on the ladder"
             )
     return lines
+
+
+def analysis_lines(data: Mapping[str, Any]) -> list[str]:
+    """The confusion matrices and the simulator-vs-live tables of the run's slomesh systems."""
+    found = data.get("analysis") or {}
+    if not found:
+        return []
+    out = [
+        "## Admission: confusion matrix",
+        "",
+        "Per offered request: admitted (served or failed after admission) and met or missed the "
+        "objectives, or rejected (429); a rejected request *would have met* when its timing, "
+        "replayed on simulated engines with the live mesh's calibrated profile next to the "
+        "requests that were served, gets its first token and its tokens within the objectives "
+        "(`slomesh/bench/goodput/confusion.py`).",
+        "",
+    ]
+    out += [confusion_table(name, a) for name, a in found.items()]
+    out += [
+        "",
+        "## Simulator vs live",
+        "",
+        "The same requests (arrival times, lengths) through the simulator: simulated engines with "
+        "the profile calibrated on the live run's lowest rate, the ingress's admission "
+        "(`services/ingress/core/delivered.py`) in the loop (`slomesh/bench/goodput/sim.py`). "
+        "Target: within 10% of the live goodput at every rate.",
+        "",
+    ]
+    for name, a in found.items():
+        live = {s.rate_rps: s.goodput_rps for s in steps_of(data) if s.system == name}
+        out += [sim_table(name, a, live), "", f"Profile: {a['calibration']}.", ""]
+    return out
+
+
+def before_lines(data: Mapping[str, Any]) -> list[str]:
+    """The earlier sitting's table (`--before`), with its command and load."""
+    old = data.get("before")
+    if not old:
+        return []
+    return [
+        "## Before",
+        "",
+        f"An earlier sitting, {old.get('date', '?')} at commit `{old.get('commit', '?')}`, load "
+        f"average before {old.get('load_average_before', '?')}, after "
+        f"{old.get('load_average_after', '?')}:",
+        "",
+        "```",
+        str(old.get("command", "")),
+        "```",
+        "",
+        format_table(steps_of(old), BASELINE),
+        "",
+    ]
 
 
 def plot(data: Mapping[str, Any], path: Path) -> None:
@@ -149,6 +203,7 @@ def render(data: Mapping[str, Any]) -> str:
     ]
     if cpu:
         out += ["", f"CPU over the whole ladder: {'; '.join(cpu)}."]
+    out += ["", *analysis_lines(data), *before_lines(data)]
     return "\n".join(out) + "\n"
 
 

@@ -48,6 +48,9 @@ class Plan:
     """Warm-up requests before the first rate (not measured)."""
     seed: int = 0
     """Seed of vLLM's random dataset (the same prompts for every system)."""
+    client_nice: int = -10
+    """CPU priority change of the benchmark's client process (the same for every system; a
+    negative value needs the privilege, and without it the client runs as it is)."""
 
 
 @dataclass
@@ -82,6 +85,8 @@ def harness_command(
         f"{plan.seconds:g}",
         "--result-dir",
         str(result_dir),
+        "--nice",
+        str(plan.client_nice),
         "--",
         "--backend",
         "openai",

@@ -251,3 +251,23 @@ def test_answers_held_back_and_delivered_at_once_are_counted_as_bursts() -> None
     s = step_from_result("slomesh", 20.0, result)
     assert s.bursts == 2
     assert table_rows([s])[0][-1] == "2"
+
+
+def test_the_client_runs_at_the_plan_priority_and_a_refusal_is_not_fatal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slomesh.bench.goodput import harness
+
+    cmd = harness_command(Plan(rates=(10.0,)), "http://h:1/v1", "m", "tok", Path("/tmp/r"))
+    assert cmd[cmd.index("--nice") + 1] == "-10" and cmd.index("--nice") < cmd.index("--")
+    calls: list[int] = []
+
+    def refuse(n: int) -> int:
+        calls.append(n)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(harness.os, "nice", refuse)
+    harness.raise_priority(0)
+    assert calls == []
+    harness.raise_priority(-10)
+    assert calls == [-10] and "client priority unchanged" in capsys.readouterr().out

@@ -1,0 +1,240 @@
+"""Admission on what the mesh delivers now: predict a request's TTFT and TPOT from the times this
+ingress replica's own streams measured, at about the same load, in the last few seconds.
+
+Why here. The times an ingress measures on its streams are what a client sees, less the network:
+the engines' steps under the current load, their CPU contention with the control plane, the
+scheduler's queue, the replica and relay hops. A profile taken with the engine alone (what the
+scheduler plans with) sees none of the control plane's cost, so on a busy machine it admits
+requests that then miss.
+
+The model. Per model served, `n` is the requests this ingress has let in and not yet finished
+(admission, queue, stream). Each stream leaves two samples keyed by the `n` it was let in at: its
+time to first token (recorded at the first token) and its time per output token after the first
+(recorded at its end). For a new request, let in at load `m = n + 1`:
+
+    TTFT^ = the `quantile` of the TTFT samples of loads in [m - w, m + w] (w = max(1, m·`band`))
+            whose TTFT objective is no looser than the request's; at least the wait of the
+            oldest request of such an objective still without its first token
+    TPOT^ = the `quantile` of the TPOT samples of the same loads
+
+With fewer than `min_samples` samples near m, the nearest lower loads stand in (latency does not
+fall as load grows); with none at all the request is let in. A request whose TTFT^ or TPOT^ is
+beyond its objective times `margin` is answered 429 at once, with Retry-After = the predicted
+excess (at least `min_retry_after_s`). Samples older than `window_s` are forgotten: a load judged
+too high is tried again once its samples are gone, so the limit follows the machine as its other
+tenants come and go. Every objective counts the time the request spent here before admission.
+
+Pure logic: the caller passes the clock (seconds, monotonic).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DeliveredGuardConfig(BaseModel):
+    """The ingress's admission on delivered latency (`delivered_guard` of the ingress's args)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    enabled: bool = True
+    """Reject at once a request predicted to miss its TTFT or TPOT objective."""
+    window_s: float = Field(6.0, gt=0)
+    """Samples older than this many seconds are forgotten."""
+    quantile: float = Field(0.9, gt=0, le=1)
+    """The quantile of the samples near the load that is the prediction."""
+    band: float = Field(0.1, ge=0, le=1)
+    """Samples of loads within this fraction of the load (at least 1 request) count as near."""
+    min_samples: int = Field(4, ge=1)
+    """Fewer samples than this near the load: the nearest lower loads' samples are added."""
+    margin: float = Field(1.0, gt=0, le=2)
+    """A prediction beyond objective x margin is a rejection."""
+    min_retry_after_s: float = Field(1.0, ge=0)
+    """Smallest Retry-After of a rejection, seconds."""
+    max_retry_after_s: float = Field(30.0, gt=0)
+    """Largest Retry-After of a rejection, seconds."""
+    max_samples: int = Field(4096, ge=16)
+    """Samples kept per model at most (the oldest go first)."""
+    stale_after_s: float = Field(120.0, gt=0)
+    """A request let in that has had no first token for this long, and for twice its TTFT
+    objective, is no longer counted (a stream that never started leaves no end)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at_s: float
+    load: int
+    value_s: float
+    ttft_slo_s: float
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One request let in: when, at which load, its objective, its first token."""
+
+    model: str
+    load: int
+    start_s: float
+    ttft_slo_s: float
+    first_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    admit: bool
+    ttft_s: float | None
+    tpot_s: float | None
+    load: int
+    reason: str = ""
+    retry_after_s: float = 0.0
+
+
+@dataclass
+class _ModelBook:
+    in_flight: int = 0
+    ttft: deque[Sample] = field(default_factory=deque)
+    tpot: deque[Sample] = field(default_factory=deque)
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank; values need not be sorted)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class DeliveredGuard:
+    def __init__(self, config: DeliveredGuardConfig | None = None) -> None:
+        self.cfg = config if config is not None else DeliveredGuardConfig()
+        self._books: dict[str, _ModelBook] = {}
+        self._tickets: dict[str, Ticket] = {}
+        self.rejected = 0
+
+    def in_flight(self, model: str) -> int:
+        book = self._books.get(model)
+        return book.in_flight if book else 0
+
+    def predict(
+        self, model: str, ttft_slo_s: float, now_s: float
+    ) -> tuple[float | None, float | None, int]:
+        """(TTFT^, TPOT^, m) for a request of `model` let in now (module docstring)."""
+        book = self._books.setdefault(model, _ModelBook())
+        self._forget(book, now_s)
+        self._drop_stale(now_s)
+        load = book.in_flight + 1
+        ttft_pool = [s for s in book.ttft if s.ttft_slo_s <= ttft_slo_s] or list(book.ttft)
+        ttft = self._near(ttft_pool, load)
+        waits = [
+            now_s - t.start_s
+            for t in self._tickets.values()
+            if t.model == model and t.first_s is None and t.ttft_slo_s <= ttft_slo_s
+        ]
+        if waits:
+            ttft = max(ttft or 0.0, max(waits))
+        return ttft, self._near(list(book.tpot), load), load
+
+    def check(
+        self,
+        model: str,
+        ttft_slo_s: float,
+        tpot_slo_s: float | None,
+        waited_s: float,
+        now_s: float,
+    ) -> Verdict:
+        """Whether a request with these objectives may be let in now; `waited_s` is the time it
+        already spent before admission."""
+        ttft, tpot, load = self.predict(model, ttft_slo_s, now_s)
+        if not self.cfg.enabled:
+            return Verdict(True, ttft, tpot, load)
+        bound = self.cfg.margin
+        if ttft is not None and waited_s + ttft > ttft_slo_s * bound:
+            excess = waited_s + ttft - ttft_slo_s * bound
+            return self._reject(
+                ttft,
+                tpot,
+                load,
+                excess,
+                f"predicted TTFT {waited_s + ttft:.3f} s at {load} requests in flight "
+                f"(measured on this mesh in the last {self.cfg.window_s:g} s) exceeds the TTFT "
+                f"objective of {ttft_slo_s:g} s",
+            )
+        if tpot is not None and tpot_slo_s is not None and tpot > tpot_slo_s * bound:
+            return self._reject(
+                ttft,
+                tpot,
+                load,
+                0.0,
+                f"predicted time per output token {tpot * 1e3:.1f} ms at {load} requests in "
+                f"flight (measured on this mesh in the last {self.cfg.window_s:g} s) exceeds "
+                f"the TPOT objective of {tpot_slo_s * 1e3:g} ms",
+            )
+        return Verdict(True, ttft, tpot, load)
+
+    def start(self, request_id: str, model: str, ttft_slo_s: float, now_s: float) -> None:
+        """A request was let in (`check` admitted it)."""
+        book = self._books.setdefault(model, _ModelBook())
+        book.in_flight += 1
+        self._tickets[request_id] = Ticket(model, book.in_flight, now_s, ttft_slo_s)
+
+    def first_token(self, request_id: str, now_s: float) -> None:
+        """Its first token went out: a TTFT sample (from when it was let in)."""
+        t = self._tickets.get(request_id)
+        if t is None or t.first_s is not None:
+            return
+        t.first_s = now_s
+        self._add(self._books[t.model].ttft, Sample(now_s, t.load, now_s - t.start_s, t.ttft_slo_s))
+
+    def end(self, request_id: str, output_tokens: int, now_s: float) -> None:
+        """It ended (finished, failed or left): a TPOT sample when it streamed 2+ tokens."""
+        t = self._tickets.pop(request_id, None)
+        if t is None:
+            return
+        book = self._books[t.model]
+        book.in_flight = max(0, book.in_flight - 1)
+        if t.first_s is not None and output_tokens > 1:
+            tpot = (now_s - t.first_s) / (output_tokens - 1)
+            self._add(book.tpot, Sample(now_s, t.load, tpot, t.ttft_slo_s))
+
+    def _reject(
+        self, ttft: float | None, tpot: float | None, load: int, excess_s: float, reason: str
+    ) -> Verdict:
+        self.rejected += 1
+        retry = min(max(excess_s, self.cfg.min_retry_after_s), self.cfg.max_retry_after_s)
+        return Verdict(False, ttft, tpot, load, reason, retry)
+
+    def _add(self, samples: deque[Sample], sample: Sample) -> None:
+        samples.append(sample)
+        while len(samples) > self.cfg.max_samples:
+            samples.popleft()
+
+    def _forget(self, book: _ModelBook, now_s: float) -> None:
+        horizon = now_s - self.cfg.window_s
+        for samples in (book.ttft, book.tpot):
+            while samples and samples[0].at_s < horizon:
+                samples.popleft()
+
+    def _drop_stale(self, now_s: float) -> None:
+        stale = [
+            rid
+            for rid, t in self._tickets.items()
+            if t.first_s is None
+            and now_s - t.start_s > max(self.cfg.stale_after_s, 2 * t.ttft_slo_s)
+        ]
+        for rid in stale:
+            self.end(rid, 0, now_s)
+
+    def _near(self, samples: list[Sample], load: int) -> float | None:
+        """The quantile of the samples near `load`, topped up from the nearest lower loads."""
+        if not samples:
+            return None
+        width = max(1, round(load * self.cfg.band))
+        near = [s.value_s for s in samples if abs(s.load - load) <= width]
+        if len(near) < self.cfg.min_samples:
+            lower = sorted((s for s in samples if s.load < load - width), key=lambda s: -s.load)
+            near += [s.value_s for s in lower[: self.cfg.min_samples - len(near)]]
+        if not near:
+            return None
+        return quantile(near, self.cfg.quantile)

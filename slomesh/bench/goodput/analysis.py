@@ -1,0 +1,127 @@
+"""What bench-goodput adds to vLLM's figures for each slomesh system: the admission's confusion
+matrix per rate (confusion.py) and the same ladder in the simulator with the live mesh's
+calibrated profile (sim.py), side by side with the live goodput.
+
+Both read vLLM's detailed result files of the run (`<out>/vllm-results/<system>/rate-R.json`);
+the profile is calibrated on the system's lowest rate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from services.ingress.core.delivered import DeliveredGuardConfig
+from shared.domain import HardwareProfile
+from shared.report.table import fmt_num, markdown_table
+from slomesh.bench.goodput.confusion import confusion, offered_requests
+from slomesh.bench.goodput.harness import result_name
+from slomesh.bench.goodput.sim import calibrate, simulate_rate
+
+SIM_TOLERANCE = 0.10
+"""The simulator's goodput is within this fraction of the live one (the target)."""
+
+
+def analyse_system(
+    engines: int,
+    plan: Mapping[str, Any],
+    result_dir: Path,
+    profile: HardwareProfile,
+    max_num_seqs: int,
+    ingress_replicas: int,
+) -> dict[str, Any] | None:
+    """Confusion matrix and simulated goodput per rate; None without result files."""
+    rates = [r for r in plan["rates"] if (result_dir / result_name(r)).exists()]
+    if not rates:
+        return None
+    ttft_s, tpot_s = plan["slo_ttft_ms"] / 1e3, plan["slo_tpot_ms"] / 1e3
+    offered = {
+        r: offered_requests(
+            json.loads((result_dir / result_name(r)).read_text()), plan["output_len"]
+        )
+        for r in rates
+    }
+    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs)
+    rows = []
+    for rate in rates:
+        reqs = offered[rate]
+        if not reqs:
+            continue
+        c = confusion(reqs, calibrated, engines, max_num_seqs, ttft_s, tpot_s)
+        sim = simulate_rate(
+            rate,
+            reqs,
+            calibrated,
+            engines,
+            max_num_seqs,
+            ttft_s,
+            tpot_s,
+            DeliveredGuardConfig(),
+            ingress_replicas,
+        )
+        rows.append(
+            {
+                "rate_rps": rate,
+                "offered": c.offered,
+                "admitted_met": c.admitted_met,
+                "admitted_missed": c.admitted_missed,
+                "rejected_would_meet": c.rejected_would_meet,
+                "rejected_would_miss": c.rejected_would_miss,
+                "false_rejection_share": round(c.false_rejection_share, 4),
+                "sim_served": sim.served,
+                "sim_rejected": sim.rejected,
+                "sim_met": sim.met,
+                "sim_goodput_rps": round(sim.goodput_rps, 3),
+            }
+        )
+    return {"calibration": calibrated.source, "rows": rows}
+
+
+def confusion_table(name: str, analysis: Mapping[str, Any]) -> str:
+    headers = (
+        "system",
+        "rate req/s",
+        "offered",
+        "admitted, met",
+        "admitted, missed",
+        "rejected, would have met",
+        "rejected, would have missed",
+        "false rejections % of offered",
+    )
+    rows = [
+        [
+            name,
+            f"{r['rate_rps']:g}",
+            str(r["offered"]),
+            str(r["admitted_met"]),
+            str(r["admitted_missed"]),
+            str(r["rejected_would_meet"]),
+            str(r["rejected_would_miss"]),
+            fmt_num(r["false_rejection_share"], 1, 100.0),
+        ]
+        for r in analysis["rows"]
+    ]
+    return markdown_table(headers, rows)
+
+
+def sim_table(name: str, analysis: Mapping[str, Any], live: Mapping[float, float]) -> str:
+    """Simulated vs live goodput per rate; `live` maps rate -> live goodput."""
+    headers = ("system", "rate req/s", "live goodput", "sim goodput", "sim / live", "within 10%")
+    rows = []
+    for r in analysis["rows"]:
+        got = live.get(r["rate_rps"])
+        ratio = r["sim_goodput_rps"] / got if got else None
+        ok = ratio is not None and abs(ratio - 1.0) <= SIM_TOLERANCE
+        rows.append(
+            [
+                name,
+                f"{r['rate_rps']:g}",
+                fmt_num(got, 1),
+                fmt_num(r["sim_goodput_rps"], 1),
+                fmt_num(ratio, 2),
+                "yes" if ok else "no",
+            ]
+        )
+    return markdown_table(headers, rows)
