@@ -186,8 +186,8 @@ class AutoscaledSimulator(Simulator):
                 self._profiles,
                 self._engine_config,
                 self.model,
-                self,
             )
+            self.add_instance(inst)
             self.everyone.append(inst)
             self.starting.append(inst)
             self.log.lifetimes[inst.name] = (now_s, None)

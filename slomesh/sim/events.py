@@ -1,7 +1,9 @@
 """Simulator events. Each handler returns the events it causes (vidur-style).
 
 Ties at one instant are broken by kind (step ends free resources before arrivals are placed, and
-arrivals are placed before engines pick their next batch), then by insertion sequence.
+arrivals are placed before engines pick their next batch), then by insertion sequence. What the
+cluster does is decided by the scheduler's cluster core: the events hand it cluster events
+(services/scheduler/core/events.py) through `EventLoop.decide`, which applies its output.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from services.replica.core.outputs import StepKind, StepPlan
 from services.replica.core.sequence import Sequence
-from services.scheduler.core.global_policy import GlobalPolicy
+from services.scheduler.core import events as cluster
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
 
@@ -24,10 +26,11 @@ class EventLoop(Protocol):
     """What the events need from the loop that runs them (the Simulator, slomesh/sim/simulator.py,
     which imports this module: the events see it only through this interface)."""
 
-    global_policy: GlobalPolicy
-    instances: list[SimInstance]
-
     def next_arrival(self) -> list[Event]: ...
+
+    def decide(self, event: cluster.ClusterEvent) -> None:
+        """Hand the cluster core `event` and apply its decisions."""
+        ...
 
     def reject(self, request: Request, reason: str, now_s: float) -> None: ...
 
@@ -47,7 +50,7 @@ class Arrival:
     order = EventOrder.ARRIVAL
 
     def handle(self, sim: EventLoop) -> list[Event]:
-        sim.global_policy.on_arrival(self.request, sim.instances, sim, self.time_s)
+        sim.decide(cluster.Arrival(self.request, self.time_s))
         return sim.next_arrival()
 
 
@@ -65,7 +68,7 @@ class Schedule:
         plan = inst.core.schedule(self.time_s)
         for seq, reason in plan.rejected:
             sim.reject(seq.request, reason, self.time_s)
-            sim.global_policy.on_engine_reject(seq.request, inst.name, reason, self.time_s)
+            sim.decide(cluster.EngineReject(seq.request, inst.name, reason, self.time_s))
         if plan.kind is StepKind.IDLE:
             return []
         inst.in_flight = plan
@@ -89,8 +92,8 @@ class StepEnd:
             entry = SliceEntry(
                 seq.request, seq.num_output_tokens, seq.first_token_s, seq.preemptions
             )
-            sim.global_policy.on_slice_end(entry, inst.name, self.time_s)
-        sim.global_policy.on_step_end(inst, self.time_s)
+            sim.decide(cluster.SliceEnd(entry, inst.name, self.time_s))
+        sim.decide(cluster.StepEnd(inst.name, self.time_s))
         inst.schedule_pending = True
         return [Schedule(self.time_s, inst)]
 

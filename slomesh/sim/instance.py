@@ -1,31 +1,29 @@
-"""A simulated serving instance: the engine core plus the bookkeeping the event loop needs."""
+"""A simulated serving instance: the engine core plus the bookkeeping the event loop needs.
+
+It is what the cluster core reads (services.scheduler.core.cluster_view.InstanceView); the
+core's decisions reach its engine through the simulator's applier (slomesh/sim/applier.py).
+"""
 
 from __future__ import annotations
-
-from typing import Protocol
 
 from services.replica.core.engine_core import SimEngineCore
 from services.replica.core.outputs import StepPlan
 from services.replica.core.planner_factory import make_planner
 from services.replica.core.sequence import SeqStatus
-from services.scheduler.core.cluster_view import WorkItem
-from shared.domain import HardwareProfile, Request
-from shared.domain.engine import EngineConfig, EngineStatus, RequestTooLarge, SliceEntry
+from services.scheduler.core.cluster_view import PendingChange, RequestState, WorkItem
+from shared.domain import HardwareProfile
+from shared.domain.engine import EngineConfig, EngineStatus
 
-
-class InstanceHost(Protocol):
-    """What an instance calls back into (the Simulator, slomesh/sim/simulator.py, which imports
-    this module: instances see it only through this interface)."""
-
-    def kick(self, inst: SimInstance, now_s: float) -> None: ...
-
-    def reject(self, request: Request, reason: str, now_s: float) -> None: ...
-
-    def record_placement(self, request_id: str, instance: str) -> None: ...
+_STATES: dict[SeqStatus, RequestState] = {
+    SeqStatus.WAITING: "waiting",
+    SeqStatus.RUNNING: "running",
+    SeqStatus.EVICTED: "evicted",
+    SeqStatus.BATCHED: "batched",
+}
 
 
 class SimInstance:
-    """Implements services.scheduler.core.cluster_view.InstanceHandle over a SimEngineCore."""
+    """Implements services.scheduler.core.cluster_view.InstanceView over a SimEngineCore."""
 
     def __init__(
         self,
@@ -34,14 +32,12 @@ class SimInstance:
         profiles: dict[str, HardwareProfile],
         config: EngineConfig,
         active_model: str,
-        sim: InstanceHost,
     ) -> None:
         self._name = name
         self._gpu = gpu
         self.core = SimEngineCore(
             name, profiles, config, make_planner(config, profiles), active_model
         )
-        self.sim = sim
         self.in_flight: StepPlan | None = None
         self.schedule_pending = False
 
@@ -61,6 +57,28 @@ class SimInstance:
 
     def status(self) -> EngineStatus:
         return self.core.status()
+
+    def status_after(self, change: PendingChange) -> EngineStatus:
+        """Placed and resumed requests join the waiting queue; evicted ones leave theirs."""
+        st = self.core.status()
+        return EngineStatus(
+            active_model=st.active_model,
+            waiting=st.waiting + change.added - change.evicted_waiting,
+            running=st.running - change.evicted_running,
+            evicted=st.evicted + change.evicted_waiting + change.evicted_running - change.resumed,
+            kv_used_blocks=st.kv_used_blocks,
+            kv_total_blocks=st.kv_total_blocks,
+            outstanding_output_tokens=st.outstanding_output_tokens + change.output_tokens,
+            pending_prefill_tokens=st.pending_prefill_tokens + change.prefill_tokens,
+        )
+
+    def holds(self, request_id: str) -> RequestState | None:
+        seq = self.core.sequence(request_id)
+        if seq is None:
+            return None
+        if seq.status in (SeqStatus.WAITING, SeqStatus.RUNNING) and seq.is_done:
+            return "done"  # generated in full: a static batch holds it until the batch ends
+        return _STATES.get(seq.status)
 
     def work_items(self) -> list[WorkItem]:
         return [
@@ -84,40 +102,3 @@ class SimInstance:
 
     def load_time_s(self, model: str) -> float:
         return self.core.tiers.load_time_s(model)
-
-    def prewarm(self, model: str) -> None:
-        self.core.tiers.prewarm(model)
-
-    def submit(self, request: Request, now_s: float) -> None:
-        try:
-            self.core.add_request(request, now_s)
-        except RequestTooLarge as e:
-            self.sim.reject(request, str(e), now_s)
-            return
-        self.sim.record_placement(request.request_id, self._name)
-        self.sim.kick(self, now_s)
-
-    def evict(self, request_ids: list[str], now_s: float) -> list[str]:
-        done = self.core.evict(request_ids)
-        self.sim.kick(self, now_s)
-        return done
-
-    def resume(self, request_ids: list[str], now_s: float) -> list[str]:
-        done = self.core.resume(request_ids, now_s)
-        self.sim.kick(self, now_s)
-        return done
-
-    def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
-        """Queue a pre-formed batch for one slice (static engines: SCLS, UELLM)."""
-        fitting = []
-        for e in entries:
-            try:
-                self.core.check_fits(e.request)
-            except RequestTooLarge as err:
-                self.sim.reject(e.request, str(err), now_s)
-                continue
-            fitting.append(e)
-            self.sim.record_placement(e.request.request_id, self._name)
-        if fitting:
-            self.core.add_batch(fitting, iterations, now_s)
-        self.sim.kick(self, now_s)

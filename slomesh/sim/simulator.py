@@ -12,9 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from services.replica.core.sequence import Sequence as Seq
+from services.scheduler.core import events as cluster
+from services.scheduler.core.cluster_core import ClusterCore
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
+from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.events import Arrival, Event, Schedule
 from slomesh.sim.instance import SimInstance
@@ -45,13 +48,17 @@ class Simulator:
             }
         )
         self.instances: list[SimInstance] = []
+        """The instances arrivals may go to (an autoscaled run drains some out of it)."""
+        self.core = ClusterCore(self.global_policy)
+        """The scheduler's cluster core: every decision comes from it, as data."""
+        self.applier = SimApplier(self)
         for spec in cluster.instances:
             profiles = _profiles(spec)
             for _ in range(spec.count):
                 name = f"i{len(self.instances)}-{spec.gpu}"
-                self.instances.append(
-                    SimInstance(name, spec.gpu, profiles, engine, spec.models[0], self)
-                )
+                inst = SimInstance(name, spec.gpu, profiles, engine, spec.models[0])
+                self.add_instance(inst)
+                self.instances.append(inst)
         self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
         self._arrivals = iter(self.requests)
         self._heap: list[tuple[float, int, int, Event]] = []
@@ -61,7 +68,29 @@ class Simulator:
         self._progress = progress
         self._timer = timer
 
-    # ---- callbacks from events, instances and policies --------------------------------------
+    # ---- callbacks from events and the applier ------------------------------------------------
+    def add_instance(self, inst: SimInstance) -> None:
+        """Make `inst` known to the cluster core and the applier."""
+        self.core.add_instance(inst)
+        self.applier.add_instance(inst)
+
+    def replace_instances(self, instances: list[SimInstance]) -> None:
+        """Serve with `instances` instead (before the run starts)."""
+        for old in self.instances:
+            self.core.remove_instance(old.name)
+            self.applier.instances.pop(old.name, None)
+        self.instances = list(instances)
+        for inst in self.instances:
+            self.add_instance(inst)
+
+    def decide(self, event: cluster.ClusterEvent) -> None:
+        """The cluster core's decisions on `event`, applied at once. Arrivals may go to the
+        instances of `self.instances` only."""
+        candidates = None
+        if isinstance(event, cluster.Arrival):
+            candidates = [i.name for i in self.instances]
+        self.applier.apply(self.core.handle(event, candidates))
+
     def next_arrival(self) -> list[Event]:
         req = next(self._arrivals, None)
         return [] if req is None else [Arrival(req.arrival_s, req)]
@@ -83,7 +112,7 @@ class Simulator:
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         assert seq.finish_s is not None
-        self.global_policy.on_finish(r, instance, seq.num_output_tokens, seq.finish_s)
+        self.decide(cluster.Finish(r.request_id, instance, seq.num_output_tokens, seq.finish_s, r))
         self._add_record(
             RequestRecord.from_request(
                 r,

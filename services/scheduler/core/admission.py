@@ -14,6 +14,10 @@ full queue sheds its newest, least critical sheddable request to make room for a
 arrival; a sheddable arrival counts every queued request of its band or above as ahead of it
 (bands are served first, whatever their deadlines); and queued requests the policy sheds
 (qlm/shedding.py) come back from `take_shed` for the shell to answer at once.
+
+The policy runs in the cluster core (cluster_core.py): each call here hands it events and books
+the decisions it returns (`_book`): placements into the replicas' books and the dispatches,
+evictions and resumes as the replicas' pending actions, rejections as answers.
 """
 
 from __future__ import annotations
@@ -21,9 +25,28 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from services.scheduler.core.cluster_core import ClusterCore
 from services.scheduler.core.drain_rate import DrainRate
+from services.scheduler.core.events import (
+    Abort,
+    Arrival,
+    Finish,
+    LeasedPlacement,
+    ReplicaState,
+    SliceEnd,
+    StepEnd,
+    Tick,
+)
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
+from services.scheduler.core.output import (
+    BatchPlacement,
+    ClusterOutput,
+    Eviction,
+    Placement,
+    Rejection,
+    Resume,
+)
 from services.scheduler.core.ttft_admission import TTFTAdmission
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
@@ -54,16 +77,6 @@ class AdmitDecision:
     """Why it was rejected, one of DROP_REASONS ("" when admitted)."""
 
 
-class _Rejections:
-    """The policy's rejections, by request id (an arrival's own, or queued requests it shed)."""
-
-    def __init__(self) -> None:
-        self.reasons: dict[str, str] = {}
-
-    def reject(self, request: Request, reason: str, now_s: float) -> None:
-        self.reasons[request.request_id] = reason
-
-
 class AdmissionCore:
     def __init__(
         self,
@@ -84,6 +97,10 @@ class AdmissionCore:
             raise ValueError(f"scheduler.max_queued_requests must be >= 0, got {max_queued}")
         self.replicas = {r.application: r for r in replicas}
         self.policy = policy
+        self.core = ClusterCore(policy, replicas)
+        for r in replicas:
+            self.core.healthy[r.application] = r.healthy
+        """The cluster core: the policy's decisions on each event, as data."""
         self.policy_label = policy_label
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
@@ -94,7 +111,9 @@ class AdmissionCore:
         self._deadlines: list[float] = []
         """TTFT deadlines of the queued requests, sorted (how many are due before a new one)."""
         self._dispatched: list[tuple[Request, LiveReplica]] = []
-        self._rejections = _Rejections()
+        self._rejections: dict[str, Rejection] = {}
+        """The policy's rejections not yet answered, by request id (an arrival's own, or queued
+        requests it shed)."""
         self._shed: list[tuple[str, str]] = []
         """Queued requests shed by the policy or for a more critical arrival: (id, reason)."""
         self.ttft = TTFTAdmission()
@@ -158,16 +177,13 @@ class AdmissionCore:
                 "sheddable-saturated" if request.sheddable else "deadline-infeasible",
             )
         self._enqueue(request)
-        self.policy.on_arrival(request, open_, self._rejections, now_s)
-        self._collect(now_s)
-        reason = self._rejections.reasons.pop(request.request_id, None)
+        candidates = [r.application for r in open_]
+        self._book(self.core.handle(Arrival(request, now_s), candidates))
+        own = self._rejections.pop(request.request_id, None)
         self._take_policy_rejections()
-        if reason is not None:
+        if own is not None:
             self._dequeue(request.request_id)
-            shed = request.sheddable and reason.startswith("shed")
-            return self._reject(
-                reason, 1.0, "sheddable-saturated" if shed else "deadline-infeasible"
-            )
+            return self._reject(own.reason, own.retry_after_s, own.drop_reason)
         self.admitted += 1
         chosen = self._owner.get(request.request_id)
         if chosen is None:
@@ -186,8 +202,7 @@ class AdmissionCore:
         self._continuing.add(rid)
         self._enqueue(request)
         entry = SliceEntry(request, output_tokens)
-        self.policy.on_slice_end(entry, owner.application if owner else "", now_s)
-        self._collect(now_s)
+        self._book(self.core.handle(SliceEnd(entry, owner.application if owner else "", now_s)))
         chosen = self._owner.get(rid)
         return AdmitDecision(True, chosen, policy=self.policy_label, queued=chosen is None)
 
@@ -205,8 +220,7 @@ class AdmissionCore:
         known = request.request_id in self._owner or request.request_id in self._queued
         if rep is None or known or not self.policy.supports_leases:
             return False
-        self.policy.on_placed(request, rep, now_s)
-        self._collect(now_s)
+        self._book(self.core.handle(LeasedPlacement(request, application, now_s)))
         self.admitted += 1
         return True
 
@@ -220,16 +234,16 @@ class AdmissionCore:
         if victim.criticality >= request.criticality:
             return False
         self._dequeue(victim.request_id)
-        self.policy.on_abort(victim.request_id, 0.0)
+        self._book(self.core.handle(Abort(victim.request_id, 0.0)))
         self._shed.append((victim.request_id, "shed: queue full, a more critical request came"))
         return True
 
     def _take_policy_rejections(self) -> None:
         """Queued requests the policy rejected (shed) leave the queue, to be answered at once."""
-        for rid, reason in self._rejections.reasons.items():
+        for rid, rejection in self._rejections.items():
             if self._dequeue(rid) is not None:
-                self._shed.append((rid, reason))
-        self._rejections.reasons.clear()
+                self._shed.append((rid, rejection.reason))
+        self._rejections.clear()
 
     def take_shed(self) -> list[tuple[str, str]]:
         """Queued requests shed since the last call, (id, reason): the shell answers each at once
@@ -256,15 +270,15 @@ class AdmissionCore:
         self._continuing.discard(request_id)
         owner = self._owner.pop(request_id, None)
         if owner is None:
-            if self._dequeue(request_id) is not None:
-                self.policy.on_abort(request_id, now_s)  # left the queue before being pulled
+            if self._dequeue(request_id) is not None:  # left the queue before being pulled
+                self._book(self.core.handle(Abort(request_id, now_s)))
             return None
         request = owner.forget(request_id)
+        name = owner.application
         if request is not None:
-            self.policy.on_finish(request, owner.application, output_tokens, now_s)
-        if owner.healthy:
-            self.policy.on_step_end(owner, now_s)  # room freed: the replica may pull
-        self._collect(now_s)
+            self._book(self.core.handle(Finish(request_id, name, output_tokens, now_s, request)))
+        if owner.healthy:  # room freed: the replica may pull
+            self._book(self.core.handle(StepEnd(name, now_s)))
         return owner
 
     def release_unheld(
@@ -294,16 +308,13 @@ class AdmissionCore:
         ]
         for rid in out:
             self._dequeue(rid)
-            self.policy.on_abort(rid, now_s)
+            self._book(self.core.handle(Abort(rid, now_s)))
         self.rejected += len(out)
         return out
 
     def tick(self, now_s: float) -> None:
         """Periodic: let every replica pull and the policy re-check its predictions."""
-        for rep in self.replicas.values():
-            if rep.healthy:
-                self.policy.on_step_end(rep, now_s)
-        self._collect(now_s)
+        self._book(self.core.handle(Tick(now_s)))
         self._take_policy_rejections()
 
     def record_probe(
@@ -329,9 +340,7 @@ class AdmissionCore:
         if rep is None or rep.healthy == healthy:
             return False
         rep.healthy = healthy
-        if not healthy:
-            self.policy.on_instance_lost(application, now_s)
-            self._collect(now_s)
+        self._book(self.core.handle(ReplicaState(application, healthy, now_s)))
         return True
 
     def take_dispatched(self) -> list[tuple[Request, LiveReplica]]:
@@ -354,13 +363,32 @@ class AdmissionCore:
             del self._deadlines[i]
         return request
 
-    def _collect(self, now_s: float) -> None:
-        for rep in self.replicas.values():
-            for request in rep.take_submitted():
-                self._owner[request.request_id] = rep
-                if self._dequeue(request.request_id) is not None:
-                    self._dispatched.append((request, rep))
-                    self.drain.record(now_s)
+    def _book(self, out: ClusterOutput) -> None:
+        """Book the cluster core's decisions, in order: placements in the replicas' books (a
+        queued one is also a dispatch for the shell), evictions and resumes as the replicas'
+        pending actions, rejections to be answered. Live replicas serve one model each and
+        take no swaps (a prewarm is nothing to do)."""
+        now_s = out.now_s
+        for action in out.ordered():
+            match action:
+                case Placement(request=request, instance=name):
+                    self._placed(request, self.replicas[name], now_s, 0)
+                case BatchPlacement(instance=name, entries=entries, iterations=iterations):
+                    for e in entries:
+                        self._placed(e.request, self.replicas[name], now_s, iterations)
+                case Rejection(request=request):
+                    self._rejections[request.request_id] = action
+                case Eviction(instance=name, request_ids=ids):
+                    self.replicas[name].book_eviction(ids)
+                case Resume(instance=name, request_ids=ids):
+                    self.replicas[name].book_resume(ids)
+
+    def _placed(self, request: Request, rep: LiveReplica, now_s: float, slice_tokens: int) -> None:
+        rep.book(request, now_s, slice_tokens)
+        self._owner[request.request_id] = rep
+        if self._dequeue(request.request_id) is not None:
+            self._dispatched.append((request, rep))
+            self.drain.record(now_s)
 
     def _reject(self, reason: str, retry_after_s: float, drop_reason: str) -> AdmitDecision:
         self.rejected += 1

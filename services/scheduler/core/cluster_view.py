@@ -57,9 +57,9 @@ class PendingChange:
         )
 
 
-RequestState = Literal["waiting", "running", "evicted", "done"]
-"""Where an instance holds a request: queued, in the batch, out of service, or generated in full
-(a static batch keeps those until the batch ends)."""
+RequestState = Literal["waiting", "running", "evicted", "batched", "done"]
+"""Where an instance holds a request: queued, in the batch, out of service, in a pre-formed
+batch, or generated in full (a static batch keeps those until the batch ends)."""
 
 
 class InstanceView(Protocol):
@@ -105,52 +105,6 @@ class InstanceView(Protocol):
     def load_time_s(self, model: str) -> float:
         """Seconds to make `model` GPU-active from its current tier (0 when it already is)."""
         ...
-
-
-class InstanceHandle(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def gpu(self) -> str: ...
-
-    def serves(self, model: str) -> bool:
-        """Whether this instance has the model in its placement (it may need a swap first)."""
-        ...
-
-    def profile(self, model: str) -> HardwareProfile: ...
-
-    def status(self) -> EngineStatus: ...
-
-    def work_items(self) -> list[WorkItem]:
-        """Every request the instance holds (waiting, running, evicted)."""
-        ...
-
-    @property
-    def token_budget(self) -> int:
-        """Tokens one engine step may compute (max_num_batched_tokens)."""
-        ...
-
-    @property
-    def max_num_seqs(self) -> int:
-        """Requests the engine runs at once at most."""
-        ...
-
-    def load_time_s(self, model: str) -> float:
-        """Seconds to make `model` GPU-active from its current tier (0 when it already is)."""
-        ...
-
-    def prewarm(self, model: str) -> None:
-        """Stage `model` in host memory so a later swap is a warm one (may be a no-op)."""
-        ...
-
-    def submit(self, request: Request, now_s: float) -> None:
-        """Hand the request to the instance's engine queue."""
-        ...
-
-    def evict(self, request_ids: list[str], now_s: float) -> list[str]: ...
-
-    def resume(self, request_ids: list[str], now_s: float) -> list[str]: ...
 
 
 class Rejector(Protocol):

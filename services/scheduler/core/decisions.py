@@ -162,6 +162,14 @@ class Decisions:
             return p.states[request_id]
         return instance.holds(request_id)
 
+    def mark(self) -> int:
+        """A position in the decisions so far (see placements_since)."""
+        return len(self._placements)
+
+    def placements_since(self, mark: int) -> list[Placement]:
+        """Placements decided after `mark` was taken, in order."""
+        return self._placements[mark:]
+
     def rejected(self, request_id: str) -> bool:
         return request_id in self._rejected
 

@@ -29,7 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.decisions import Decisions
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.latency_slo_admitter import LatencySLOAdmitter
 from services.scheduler.core.routers.base import Router
@@ -53,7 +54,7 @@ class FlowControlConfig(BaseModel):
     """A request queued this long is rejected; None: never."""
 
 
-def saturation(pool: Sequence[InstanceHandle], cfg: FlowControlConfig) -> float:
+def saturation(pool: Sequence[InstanceView], cfg: FlowControlConfig) -> float:
     total = 0.0
     for inst in pool:
         st = inst.status()
@@ -76,8 +77,7 @@ class FlowControlPolicy(GlobalPolicy):
         self.admitter = admitter
         self.supports_leases = flow is None
         self._bands: dict[int, list[Request]] = {}
-        self._instances: Sequence[InstanceHandle] = ()
-        self._rejector: Rejector | None = None
+        self._instances: Sequence[InstanceView] = ()
 
     def _key(self, r: Request) -> tuple[float, float, str]:
         assert self.flow is not None
@@ -92,41 +92,47 @@ class FlowControlPolicy(GlobalPolicy):
     def on_arrival(
         self,
         request: Request,
-        instances: Sequence[InstanceHandle],
-        rejector: Rejector,
+        instances: Sequence[InstanceView],
+        out: Decisions,
         now_s: float,
     ) -> None:
-        self._instances, self._rejector = instances, rejector
+        self._instances = instances
         eligible = [i for i in instances if i.serves(request.model)]
         if not eligible:
-            rejector.reject(request, f"no instance serves model '{request.model}'", now_s)
+            out.reject(request, f"no instance serves model '{request.model}'", now_s)
             return
         if self.admitter is not None:
             why = self.admitter.rejection(request, eligible)
             if why is not None:
-                rejector.reject(request, why, now_s)
+                out.reject(request, why, now_s)
                 return
         if self.flow is None:
-            self.router.choose(request, eligible, now_s).submit(request, now_s)
+            out.place(request, self.router.choose(request, eligible, now_s))
             return
         self._bands.setdefault(request.criticality, []).append(request)
-        self._dispatch(now_s)
+        self._dispatch(out, now_s)
 
-    def _expire(self, now_s: float) -> None:
+    def _expire(self, out: Decisions, now_s: float) -> None:
         assert self.flow is not None
         ttl = self.flow.request_ttl_s
-        if ttl is None or self._rejector is None:
+        if ttl is None:
             return
         for band in self._bands.values():
             late = [r for r in band if now_s - r.arrival_s >= ttl]
             for r in late:
                 band.remove(r)
-                self._rejector.reject(r, f"flow control: queued {ttl:g} s (request TTL)", now_s)
+                out.reject(
+                    r,
+                    f"flow control: queued {ttl:g} s (request TTL)",
+                    now_s,
+                    drop_reason="deadline-expired",
+                    queued=True,
+                )
 
-    def _dispatch(self, now_s: float) -> None:
+    def _dispatch(self, out: Decisions, now_s: float) -> None:
         if self.flow is None:
             return
-        self._expire(now_s)
+        self._expire(out, now_s)
         while True:
             band = next((b for _, b in sorted(self._bands.items(), reverse=True) if b), None)
             if band is None:
@@ -137,15 +143,17 @@ class FlowControlPolicy(GlobalPolicy):
             if busy and saturation(pool, self.flow) >= self.flow.usage_limit:
                 return
             band.remove(head)
-            self.router.choose(head, pool, now_s).submit(head, now_s)
+            out.place(head, self.router.choose(head, pool, now_s))
 
-    def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
-        self._dispatch(now_s)
+    def on_step_end(self, instance: InstanceView, out: Decisions, now_s: float) -> None:
+        self._dispatch(out, now_s)
 
-    def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
-        self._dispatch(now_s)
+    def on_finish(
+        self, request: Request, instance: str, output_tokens: int, out: Decisions, now_s: float
+    ) -> None:
+        self._dispatch(out, now_s)
 
-    def on_abort(self, request_id: str, now_s: float) -> None:
+    def on_abort(self, request_id: str, out: Decisions, now_s: float) -> None:
         for band in self._bands.values():
             band[:] = [r for r in band if r.request_id != request_id]
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from shared.domain import Request
 
 
@@ -40,7 +40,7 @@ class LatencySLOAdmitterConfig(BaseModel):
     """An endpoint whose KV usage is below this is cold: its predictions are not trusted."""
 
 
-def predicted_ttft_tpot_s(inst: InstanceHandle, request: Request) -> tuple[float, float] | None:
+def predicted_ttft_tpot_s(inst: InstanceView, request: Request) -> tuple[float, float] | None:
     """(TTFT_k, TPOT_k) of `request` on `inst` (module docstring); None without a profile."""
     try:
         prof = inst.profile(request.model)
@@ -64,7 +64,7 @@ class LatencySLOAdmitter:
     def __init__(self, config: LatencySLOAdmitterConfig | None = None) -> None:
         self.config = config or LatencySLOAdmitterConfig()
 
-    def rejection(self, request: Request, eligible: Sequence[InstanceHandle]) -> str | None:
+    def rejection(self, request: Request, eligible: Sequence[InstanceView]) -> str | None:
         """Why `request` is turned away, or None to admit it."""
         slo = request.slo
         if request.criticality >= 0 or not (slo.ttft_deadline_s > 0 or slo.tpot_target_s):

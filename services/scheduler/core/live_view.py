@@ -1,18 +1,20 @@
 """A live replica as the scheduler's policies see it: counts from admissions and reports.
 
-Implements services.scheduler.core.cluster_view.InstanceHandle, so the same routers and global
-policies that run in the simulator place live requests. No prompt text, no network: the shell
-feeds it.
+Implements services.scheduler.core.cluster_view.InstanceView, so the same routers and global
+policies that run in the simulator place live requests. No prompt text, no network: the
+admission core books here what the cluster core decided (`book*`), and the shell carries out
+the evictions and resumes booked (`take_actions`: Evict / Resume RPCs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.scheduler.core.cluster_view import WorkItem
+from services.scheduler.core.cluster_view import PendingChange, RequestState, WorkItem
 from shared.domain import HardwareProfile, Request
-from shared.domain.engine import EngineStatus, SliceEntry
+from shared.domain.engine import EngineStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,6 @@ class LiveReplica:
     in_flight: dict[str, Request] = field(default_factory=dict)
     evicted: dict[str, Request] = field(default_factory=dict)
     pending: list[ReplicaAction] = field(default_factory=list)
-    submitted: list[Request] = field(default_factory=list)
     placed_s: dict[str, float] = field(default_factory=dict)
     """When each in-flight or evicted request was placed here (its admission lease starts)."""
     healthy: bool = True
@@ -69,21 +70,30 @@ class LiveReplica:
     def load_time_s(self, model: str) -> float:
         return 0.0 if model == self.model else float("inf")
 
-    def prewarm(self, model: str) -> None:
-        """Live replicas serve one model each (no swapping yet): nothing to stage."""
-
     def status(self) -> EngineStatus:
-        n = len(self.in_flight)
+        return self.status_after(PendingChange())
+
+    def status_after(self, change: PendingChange) -> EngineStatus:
+        """In flight beyond `max_num_seqs` counts as waiting; no KV figures."""
+        n = len(self.in_flight) + change.added - change.evicted_waiting - change.evicted_running
+        evicted = len(self.evicted) + change.evicted_waiting + change.evicted_running
         return EngineStatus(
             active_model=self.model,
             waiting=max(0, n - self.max_num_seqs),
             running=min(n, self.max_num_seqs),
-            evicted=len(self.evicted),
+            evicted=evicted - change.resumed,
             kv_used_blocks=0,
             kv_total_blocks=0,
-            outstanding_output_tokens=sum(r.max_tokens for r in self.in_flight.values()),
-            pending_prefill_tokens=sum(r.input_tokens for r in self.in_flight.values()),
+            outstanding_output_tokens=sum(r.max_tokens for r in self.in_flight.values())
+            + change.output_tokens,
+            pending_prefill_tokens=sum(r.input_tokens for r in self.in_flight.values())
+            + change.prefill_tokens,
         )
+
+    def holds(self, request_id: str) -> RequestState | None:
+        if request_id in self.in_flight:
+            return "running"
+        return "evicted" if request_id in self.evicted else None
 
     def work_items(self) -> list[WorkItem]:
         return [
@@ -91,18 +101,14 @@ class LiveReplica:
             for r in self.in_flight.values()
         ]
 
-    def submit(self, request: Request, now_s: float) -> None:
+    def book(self, request: Request, now_s: float, slice_tokens: int = 0) -> None:
+        """`request` was placed here. slice_tokens: a pre-formed batch member's budget for its
+        slice (SCLS / SLO-ODBS on a continuous engine): the ingress streams it capped there and
+        hands it back unfinished at its slice end (AdmissionCore.resume_slice)."""
         self.in_flight[request.request_id] = request
         self.placed_s[request.request_id] = now_s
-        self.submitted.append(request)
-
-    def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None:
-        """A pre-formed batch for one slice (SCLS / SLO-ODBS on a continuous engine): its members
-        go here together, each capped at `iterations` output tokens; the ingress streams them and
-        hands an unfinished one back at its slice end (AdmissionCore.resume_slice)."""
-        for e in entries:
-            self.submit(e.request, now_s)
-            self.slice_tokens[e.request.request_id] = iterations
+        if slice_tokens:
+            self.slice_tokens[request.request_id] = slice_tokens
 
     def forget(self, request_id: str) -> Request | None:
         """Drop a finished (or abandoned) request from this replica's books."""
@@ -119,13 +125,8 @@ class LiveReplica:
             if rid not in held and now_s - self.placed_s.get(rid, now_s) > lease_s
         ]
 
-    def take_submitted(self) -> list[Request]:
-        """Requests placed here since the last call (the core turns them into dispatches)."""
-        out, self.submitted = self.submitted, []
-        return out
-
-    def evict(self, request_ids: list[str], now_s: float) -> list[str]:
-        """Take in-flight requests out of service: recorded here, executed by the shell."""
+    def book_eviction(self, request_ids: Sequence[str]) -> list[str]:
+        """In-flight requests were taken out of service: booked here, sent by the shell."""
         ids = [r for r in dict.fromkeys(request_ids) if r in self.in_flight]
         for rid in ids:
             self.evicted[rid] = self.in_flight.pop(rid)
@@ -133,8 +134,8 @@ class LiveReplica:
             self.pending.append(ReplicaAction(self.application, "evict", tuple(ids)))
         return ids
 
-    def resume(self, request_ids: list[str], now_s: float) -> list[str]:
-        """Put evicted requests back in service (same split: record here, execute in the shell)."""
+    def book_resume(self, request_ids: Sequence[str]) -> list[str]:
+        """Evicted requests were put back in service (booked here, sent by the shell)."""
         ids = [r for r in dict.fromkeys(request_ids) if r in self.evicted]
         for rid in ids:
             self.in_flight[rid] = self.evicted.pop(rid)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.prefix_index import PrefixIndex
 from shared.domain import Request
 from shared.domain.prefix import DEFAULT_BLOCK_SIZE_TOKENS
@@ -75,7 +75,7 @@ PrefillTime = Callable[[int], float]
 """Seconds to prefill this many prompt tokens alone on a replica."""
 
 
-def prefill_model(inst: InstanceHandle, model: str, cfg: PrefixAffinityConfig) -> PrefillTime:
+def prefill_model(inst: InstanceView, model: str, cfg: PrefixAffinityConfig) -> PrefillTime:
     """T_prefill(1, L) from `inst`'s profile, else L at the fallback rate."""
     try:
         prof = inst.profile(model)
@@ -84,14 +84,14 @@ def prefill_model(inst: InstanceHandle, model: str, cfg: PrefixAffinityConfig) -
     return lambda n: prof.prefill_time_s(1, n) if n > 0 else 0.0
 
 
-def kv_capacity_tokens(inst: InstanceHandle, model: str, cfg: PrefixAffinityConfig) -> int:
+def kv_capacity_tokens(inst: InstanceView, model: str, cfg: PrefixAffinityConfig) -> int:
     try:
         return inst.profile(model).kv_capacity_tokens
     except ValueError:
         return cfg.fallback_kv_capacity_tokens
 
 
-def queue_delay_s(inst: InstanceHandle, model: str, prefill: PrefillTime) -> float:
+def queue_delay_s(inst: InstanceView, model: str, prefill: PrefillTime) -> float:
     """Work ahead of a new request in `inst`'s engine: its pending prefill plus a model load."""
     return prefill(inst.status().pending_prefill_tokens) + inst.load_time_s(model)
 
@@ -106,7 +106,7 @@ class PrefixAffinity:
         """Requests pinned to their affinity replica."""
 
     def scores(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
     ) -> list[ReplicaScore]:
         slack = request.ttft_deadline_abs_s - now_s
         out = []
@@ -131,7 +131,7 @@ class PrefixAffinity:
         return out
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
     ) -> str | None:
         """The replica to pin `request` to, or None (no prefix, no distinctive saving, or no
         replica with the slack for it)."""
@@ -148,7 +148,7 @@ class PrefixAffinity:
         self.pins += 1
         return best.replica
 
-    def record_placement(self, inst: InstanceHandle, request: Request) -> None:
+    def record_placement(self, inst: InstanceView, request: Request) -> None:
         """`request` went to `inst` (pinned or not): its prefix is now believed cached there."""
         self._known(inst, request.model)
         self.index.record_placement(inst.name, request)
@@ -156,7 +156,7 @@ class PrefixAffinity:
     def forget(self, replica: str) -> None:
         self.index.drop_replica(replica)
 
-    def _known(self, inst: InstanceHandle, model: str) -> None:
+    def _known(self, inst: InstanceView, model: str) -> None:
         if inst.name not in self.index.replicas():
             cap = kv_capacity_tokens(inst, model, self.cfg) // self.cfg.block_size_tokens
             self.index.set_capacity(inst.name, cap)

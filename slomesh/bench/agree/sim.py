@@ -48,17 +48,18 @@ class ProfiledSimulator(Simulator):
                 "scorpio": stack.scorpio,
             }
         )
-        self.instances = [
-            SimInstance(
-                f"i{k}-{profile.gpu}",
-                profile.gpu,
-                {profile.model: profile},
-                config,
-                profile.model,
-                self,
-            )
-            for k in range(replicas)
-        ]
+        self.replace_instances(
+            [
+                SimInstance(
+                    f"i{k}-{profile.gpu}",
+                    profile.gpu,
+                    {profile.model: profile},
+                    config,
+                    profile.model,
+                )
+                for k in range(replicas)
+            ]
+        )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""Fake instances and rejectors for router and global-policy tests (no engine behind them)."""
+"""Fake instances and decision sinks for router and global-policy tests (no engine behind them).
+
+Policies only read instances and write decisions; `FakeOut` is a `Decisions` that also carries
+each decision out on the fake instances at once (the tests' applier), so a test reads what a
+policy did off the fakes (`submitted`, `evicted_ids`, ...) and off `rejected`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.scheduler.core.cluster_view import WorkItem
+from services.scheduler.core.cluster_view import PendingChange, RequestState, WorkItem
+from services.scheduler.core.decisions import Decisions
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.domain.engine import EngineStatus
 
@@ -38,9 +44,14 @@ def make_request(rid: str = "r", model: str = "m", arrival: float = 0.0) -> Requ
     return Request(rid, model, 100, 50, arrival, SLO(10.0), true_output_tokens=20)
 
 
+_FAKES: dict[str, FakeInstance] = {}
+"""The fake instances by name, the latest of each name (FakeOut applies decisions to them)."""
+
+
 @dataclass
 class FakeInstance:
-    """Satisfies services.scheduler.core.cluster_view.InstanceHandle with settable load figures."""
+    """Satisfies services.scheduler.core.cluster_view.InstanceView with settable load figures;
+    FakeOut applies decisions to it (submit, evict, resume, prewarm: the tests' applier)."""
 
     name: str
     models: tuple[str, ...] = ("m",)
@@ -62,8 +73,31 @@ class FakeInstance:
     prewarmed: list[str] = field(default_factory=list)
     load_times_s: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _FAKES[self.name] = self
+
     def work_items(self) -> list[WorkItem]:
         return list(self.items)
+
+    def holds(self, request_id: str) -> RequestState | None:
+        return (
+            "evicted"
+            if self.evicted_ids.count(request_id) > self.resumed_ids.count(request_id)
+            else "running"
+        )
+
+    def status_after(self, change: PendingChange) -> EngineStatus:
+        st = self.status()
+        return EngineStatus(
+            st.active_model,
+            st.waiting + change.added,
+            st.running,
+            st.evicted,
+            st.kv_used_blocks,
+            st.kv_total_blocks,
+            st.outstanding_output_tokens,
+            st.pending_prefill_tokens,
+        )
 
     @property
     def gpu(self) -> str:
@@ -107,17 +141,48 @@ class FakeInstance:
         self.prewarmed.append(model)
 
 
-@dataclass
-class FakeRejector:
-    rejected: list[tuple[str, str, float]] = field(default_factory=list)
+class FakeOut(Decisions):
+    """Decisions carried out on the fake instances at once; rejections listed in `rejected`."""
 
-    def reject(self, request: Request, reason: str, now_s: float) -> None:
-        self.rejected.append((request.request_id, reason, now_s))
+    def __init__(self) -> None:
+        super().__init__()
+        self.rejected: list[tuple[str, str, float]] = []
+
+    def place(self, request: Request, instance: object, leased: bool = False) -> None:
+        super().place(request, instance, leased)  # type: ignore[arg-type]
+        _fake(instance).submit(request, self.now_s)
+
+    def place_batch(self, instance: object, entries: object, iterations: int) -> None:
+        members = list(entries)  # type: ignore[call-overload]
+        super().place_batch(instance, members, iterations)  # type: ignore[arg-type]
+        _fake(instance).batches.append((members, iterations, self.now_s))  # type: ignore[attr-defined]
+
+    def reject(self, request: Request, reason: str, now_s: float | None = None, **kw) -> None:
+        super().reject(request, reason, now_s, **kw)
+        self.rejected.append((request.request_id, reason, now_s if now_s is not None else 0.0))
+
+    def evict(self, instance, request_ids) -> list[str]:  # type: ignore[no-untyped-def]
+        done = super().evict(instance, request_ids)
+        _fake(instance).evict(done, self.now_s)
+        return done
+
+    def resume(self, instance, request_ids) -> list[str]:  # type: ignore[no-untyped-def]
+        done = super().resume(instance, request_ids)
+        _fake(instance).resume(done, self.now_s)
+        return done
+
+    def prewarm(self, instance: object, model: str) -> None:
+        super().prewarm(instance, model)  # type: ignore[arg-type]
+        _fake(instance).prewarm(model)
+
+
+def _fake(instance: object) -> FakeInstance:
+    return _FAKES[instance if isinstance(instance, str) else instance.name]  # type: ignore[attr-defined]
 
 
 class Fakes:
     instance = FakeInstance
-    rejector = FakeRejector
+    rejector = FakeOut
     request = staticmethod(make_request)
     profile = staticmethod(make_profile)
 

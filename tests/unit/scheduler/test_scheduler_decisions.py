@@ -14,7 +14,9 @@ from tests.unit.scheduler.conftest import make_profile
 
 
 def _req(rid: str, criticality: int = 0) -> Request:
-    return Request(rid, "m", 100, 50, 0.0, SLO(10.0), true_output_tokens=20, criticality=criticality)
+    return Request(
+        rid, "m", 100, 50, 0.0, SLO(10.0), true_output_tokens=20, criticality=criticality
+    )
 
 
 @dataclass

@@ -52,7 +52,7 @@ def test_flow_control_holds_while_saturated_then_serves_bands_and_deadlines(fake
     order = []
     for t in range(4):
         inst.waiting = 4  # room for one: 5/5 after the dispatch
-        policy.on_step_end(inst, 1.0 + t)
+        policy.on_step_end(inst, rej, 1.0 + t)
         order += [r.request_id for r in inst.submitted[len(order) :]]
     # highest band first, then the earliest SLO deadline, the sheddable band last
     assert order == ["critical", "early-deadline", "late-deadline", "sheddable"]
@@ -64,9 +64,9 @@ def test_flow_control_expires_after_ttl(fakes) -> None:
     policy = FlowControlPolicy(ROUTERS.create("round-robin"), FlowControlConfig(request_ttl_s=5.0))
     rej = fakes.rejector()
     policy.on_arrival(fakes.request("r", arrival=0.0), [inst], rej, 0.0)
-    policy.on_step_end(inst, 4.9)
+    policy.on_step_end(inst, rej, 4.9)
     assert rej.rejected == []
-    policy.on_step_end(inst, 5.0)
+    policy.on_step_end(inst, rej, 5.0)
     assert [r[0] for r in rej.rejected] == ["r"] and "TTL" in rej.rejected[0][1]
 
 

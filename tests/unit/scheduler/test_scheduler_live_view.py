@@ -44,15 +44,15 @@ def test_scheduler_live_evict_and_resume_become_replica_actions() -> None:
     for k in range(3):
         c.admit(req(f"r{k}"), 0.0)
     rep = c.replicas["replica-0"]
-    assert rep.evict(["r1", "r1", "nope"], 1.0) == ["r1"]  # duplicates and unknown ids dropped
+    assert rep.book_eviction(["r1", "r1", "nope"]) == ["r1"]  # duplicates and unknown ids dropped
     assert rep.status().running == 2 and rep.status().evicted == 1
-    assert rep.resume(["r1", "r2"], 2.0) == ["r1"]  # r2 was never evicted
+    assert rep.book_resume(["r1", "r2"]) == ["r1"]  # r2 was never evicted
     assert c.take_actions() == [
         ReplicaAction("replica-0", "evict", ("r1",)),
         ReplicaAction("replica-0", "resume", ("r1",)),
     ]
     assert c.take_actions() == []  # handed over once
-    rep.evict(["r0"], 3.0)
+    rep.book_eviction(["r0"])
     c.report("r0")  # an evicted request that ends is forgotten too
     assert rep.status().evicted == 0 and rep.status().running == 2
 

@@ -47,7 +47,7 @@ def test_scheduler_global_policy_step_end_default_is_noop(fakes):
     policy = STACKS.create("edf").global_policy()
     assert isinstance(policy, GlobalPolicy)
     inst = fakes.instance("i0")
-    assert policy.on_step_end(inst, 1.0) is None
+    assert policy.on_step_end(inst, fakes.rejector(), 1.0) is None
     assert inst.submitted == []
 
 

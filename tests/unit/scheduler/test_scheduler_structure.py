@@ -1,10 +1,13 @@
 """Structure of the scheduler core and the composition root, checked on the source (`ast` and
 text only; nothing is imported).
 
-- The cluster scheduler core decides; it should not act. Every call of an instance method
-  (submit, submit_batch, evict, resume, prewarm) under services/scheduler/core is listed in
-  KNOWN_INSTANCE_CALLS with how many there are per file: the test fails on a new one and when
-  a file has fewer than listed (so the entry shrinks until the core returns decisions as data).
+- The cluster scheduler core decides; it does not act. Under services/scheduler/core no call
+  names an action on an instance (submit, submit_batch, evict, resume, prewarm, add_request,
+  add_batch, abort) unless its receiver is `out` (the event's Decisions, core/decisions.py) or
+  `self` (an object's own method); the instance view protocol (`InstanceView`) has no action.
+- The simulator applies the core's outputs and calls no policy hook: nothing in slomesh/ calls
+  a GlobalPolicy hook (on_arrival, on_step_end, ...); slomesh/sim hands events to the cluster
+  core (`.handle(`) and applies what it returns (`.apply(`).
 - Stacks are applied as their files say: nothing in slomesh/cli writes a stack's scheduler or
   engine settings into a config or changes a stack's options (slomesh/stacks/live.py applies
   stacks; KNOWN_CLI_REWRITES names what is left).
@@ -22,17 +25,39 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 CORE = ROOT / "services" / "scheduler" / "core"
-INSTANCE_METHODS = frozenset({"submit", "submit_batch", "evict", "resume", "prewarm"})
-
-KNOWN_INSTANCE_CALLS: dict[str, int] = {
-    "services/scheduler/core/batching/policy.py": 1,
-    "services/scheduler/core/flow_control.py": 2,
-    "services/scheduler/core/global_policy.py": 2,
-    "services/scheduler/core/prefix_pinning.py": 2,
-    "services/scheduler/core/qlm/policy.py": 2,
-    "services/scheduler/core/qlm/serving_operations.py": 4,
-}
-"""Instance-method calls left in the core, per file (calls on `self` are the file's own)."""
+INSTANCE_ACTIONS = frozenset(
+    {"submit", "submit_batch", "evict", "resume", "prewarm", "add_request", "add_batch", "abort"}
+)
+DECISION_SINKS = frozenset({"out", "self"})
+"""Receivers an action-named call may have in the core: the event's Decisions, or the object
+itself."""
+POLICY_HOOKS = frozenset(
+    {
+        "on_arrival",
+        "on_placed",
+        "on_step_end",
+        "on_finish",
+        "on_engine_reject",
+        "on_slice_end",
+        "on_abort",
+        "on_instance_lost",
+    }
+)
+VIEW_READS = frozenset(
+    {
+        "name",
+        "gpu",
+        "serves",
+        "profile",
+        "status",
+        "status_after",
+        "work_items",
+        "holds",
+        "token_budget",
+        "max_num_seqs",
+        "load_time_s",
+    }
+)
 
 KNOWN_CLI_REWRITES: dict[str, int] = {
     "slomesh/cli/bench_agree.py": 2,  # QLM options for the agreement runs, live and simulated
@@ -57,28 +82,60 @@ def _tree(path: Path) -> ast.AST:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
-def instance_calls() -> Counter[str]:
-    out: Counter[str] = Counter()
-    for path in sorted(CORE.rglob("*.py")):
-        if "fairness" in path.relative_to(CORE).parts:
-            continue
-        for node in ast.walk(_tree(path)):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in INSTANCE_METHODS
-                and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "self")
-            ):
-                out[_rel(path)] += 1
+def _calls(path: Path, names: frozenset[str]) -> list[tuple[int, str, str]]:
+    """(line, receiver, method) of every `receiver.method(...)` call with method in `names`."""
+    out = []
+    for node in ast.walk(_tree(path)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in names
+        ):
+            recv = node.func.value
+            name = recv.id if isinstance(recv, ast.Name) else ast.unparse(recv)
+            out.append((node.lineno, name, node.func.attr))
     return out
 
 
-def test_core_instance_calls_only_shrink() -> None:
-    found = instance_calls()
-    new = {f: n for f, n in found.items() if n > KNOWN_INSTANCE_CALLS.get(f, 0)}
-    assert not new, f"new instance calls in the scheduler core (return decisions instead): {new}"
-    gone = {f: (n, found.get(f, 0)) for f, n in KNOWN_INSTANCE_CALLS.items() if found.get(f, 0) < n}
-    assert not gone, f"fewer instance calls than KNOWN_INSTANCE_CALLS lists (lower it): {gone}"
+def test_the_core_calls_no_instance_action() -> None:
+    found = [
+        f"{_rel(path)}:{line} {recv}.{method}"
+        for path in sorted(CORE.rglob("*.py"))
+        for line, recv, method in _calls(path, INSTANCE_ACTIONS)
+        if recv not in DECISION_SINKS
+    ]
+    assert found == [], f"the scheduler core acts on instances (write decisions to out): {found}"
+
+
+def test_the_instance_view_is_read_only() -> None:
+    tree = _tree(CORE / "cluster_view.py")
+    view = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "InstanceView"
+    )
+    members = {n.name for n in view.body if isinstance(n, ast.FunctionDef)}
+    assert members == VIEW_READS
+
+
+def test_nothing_in_slomesh_calls_a_policy_hook() -> None:
+    found = [
+        f"{_rel(path)}:{line} {recv}.{method}"
+        for path in sorted((ROOT / "slomesh").rglob("*.py"))
+        for line, recv, method in _calls(path, POLICY_HOOKS)
+    ]
+    assert found == [], f"policy hooks called outside the cluster core: {found}"
+
+
+def test_the_simulator_hands_events_to_the_core_and_applies_its_output() -> None:
+    sim = ROOT / "slomesh" / "sim" / "simulator.py"
+    calls = {(recv, method) for _, recv, method in _calls(sim, frozenset({"handle", "apply"}))}
+    assert ("self.core", "handle") in calls and ("self.applier", "apply") in calls
+    events = _tree(ROOT / "slomesh" / "sim" / "events.py")
+    decided = [
+        n
+        for n in ast.walk(events)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "decide"
+    ]
+    assert len(decided) >= 4  # arrival, engine reject, slice end, step end
 
 
 def cli_rewrites() -> Counter[str]:

@@ -50,8 +50,8 @@ def test_predicted_ttft_is_prefill_of_reported_backlog_and_own_prompt(
     waiting, running, backlog = report
     g.update("r0", QueueReport(waiting, running, backlog, reported_s=9.5))
     if placed_after:
-        rep.submit(req("later", n_in=placed_after, at=9.8), 9.8)
-    rep.submit(req("before", n_in=7777, at=9.0), 9.0)  # before the report: already counted
+        rep.book(req("later", n_in=placed_after, at=9.8), 9.8)
+    rep.book(req("before", n_in=7777, at=9.0), 9.0)  # before the report: already counted
     pred = g.predict(rep, req("r"), 10.0)
     assert pred is not None
     assert pred.ttft_s == pytest.approx(expected_s)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from services.scheduler.core.batching.base import FormedBatch, PoolItem
 from services.scheduler.core.batching.config import BatchingConfig
@@ -27,19 +26,12 @@ from services.scheduler.core.batching.remaining_lengths import (
     hinted_remaining_tokens,
     remaining_tokens,
 )
-from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.decisions import Decisions
 from services.scheduler.core.global_policy import GlobalPolicy
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
 from shared.domain.length_prediction import LengthPredictor
-
-
-@runtime_checkable
-class BatchInstance(InstanceHandle, Protocol):
-    """An instance that takes pre-formed batches: the simulator's static engines, its continuous
-    engines in slice mode, and live replicas (each member's stream capped at the slice)."""
-
-    def submit_batch(self, entries: list[SliceEntry], iterations: int, now_s: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -65,7 +57,9 @@ class BatchingPolicy(GlobalPolicy):
         self.placer = BATCH_PLACERS.create(self.cfg.placer)
         self.predictor = predictor
         self.pool: dict[str, SliceEntry] = {}
-        self.instances: dict[str, BatchInstance] = {}
+        self.instances: dict[str, InstanceView] = {}
+        """Every instance takes pre-formed batches: the simulator's static engines, its
+        continuous engines in slice mode, and live replicas (each stream capped at the slice)."""
         self.loads: dict[str, float] = {}
         self._batch_of: dict[str, int] = {}
         self._placed: dict[int, _Placed] = {}
@@ -77,16 +71,16 @@ class BatchingPolicy(GlobalPolicy):
     def on_arrival(
         self,
         request: Request,
-        instances: Sequence[InstanceHandle],
-        rejector: Rejector,
+        instances: Sequence[InstanceView],
+        out: Decisions,
         now_s: float,
     ) -> None:
         for inst in instances:
-            if inst.name not in self.instances and isinstance(inst, BatchInstance):
+            if inst.name not in self.instances:
                 self.instances[inst.name] = inst
                 self.loads[inst.name] = 0.0
         if not any(i.serves(request.model) for i in self.instances.values()):
-            rejector.reject(
+            out.reject(
                 request,
                 f"no instance that takes pre-formed batches serves model '{request.model}' "
                 "(batching policies need static-batching engines)",
@@ -94,22 +88,24 @@ class BatchingPolicy(GlobalPolicy):
             )
             return
         self.pool[request.request_id] = SliceEntry(request)
-        self._maybe_form(now_s)
+        self._maybe_form(out, now_s)
 
-    def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
-        self._maybe_form(now_s)
+    def on_step_end(self, instance: InstanceView, out: Decisions, now_s: float) -> None:
+        self._maybe_form(out, now_s)
 
-    def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
+    def on_finish(
+        self, request: Request, instance: str, output_tokens: int, out: Decisions, now_s: float
+    ) -> None:
         if self.predictor is not None:
             self.predictor.observe(request, output_tokens)
         self._member_left(request.request_id)
 
-    def on_slice_end(self, entry: SliceEntry, instance: str, now_s: float) -> None:
+    def on_slice_end(self, entry: SliceEntry, instance: str, out: Decisions, now_s: float) -> None:
         self._member_left(entry.request.request_id)
         self.pool[entry.request.request_id] = entry
-        self._maybe_form(now_s, force=self.cfg.reform_on_slice_end)
+        self._maybe_form(out, now_s, force=self.cfg.reform_on_slice_end)
 
-    def on_abort(self, request_id: str, now_s: float) -> None:
+    def on_abort(self, request_id: str, out: Decisions, now_s: float) -> None:
         self.pool.pop(request_id, None)
 
     def describe(self, request_id: str) -> dict[str, str | int | float]:
@@ -121,7 +117,7 @@ class BatchingPolicy(GlobalPolicy):
         return {"slomesh.batch": bid, "slomesh.instance": self._placed[bid].instance}
 
     # ---- formation
-    def _maybe_form(self, now_s: float, force: bool = False) -> None:
+    def _maybe_form(self, out: Decisions, now_s: float, force: bool = False) -> None:
         if not self.pool:
             return
         idle = any(load <= 0.0 for load in self.loads.values())
@@ -132,13 +128,15 @@ class BatchingPolicy(GlobalPolicy):
             by_model.setdefault(e.request.model, []).append(e)
         self.pool.clear()
         for model, entries in by_model.items():
-            self._form_model(model, entries, now_s)
+            self._form_model(model, entries, out, now_s)
         self.formations += 1
         self._next_form_s = now_s + adaptive_interval_s(
             self.loads, self.cfg.interval_lambda, self.cfg.min_interval_s
         )
 
-    def _form_model(self, model: str, entries: list[SliceEntry], now_s: float) -> None:
+    def _form_model(
+        self, model: str, entries: list[SliceEntry], out: Decisions, now_s: float
+    ) -> None:
         targets = {n: i for n, i in self.instances.items() if i.serves(model)}
         first = next(iter(targets.values()))
         estimator = BatchEstimator(
@@ -149,11 +147,11 @@ class BatchingPolicy(GlobalPolicy):
         batches = self.former.form(items, estimator, now_s)
         loads = {n: self.loads[n] for n in targets}
         for batch, name in self.placer.assign(batches, loads):
-            self._submit(batch, name, by_id, now_s)
+            self._submit(batch, name, by_id, out)
         self.loads.update(loads)
 
     def _submit(
-        self, batch: FormedBatch, name: str, by_id: dict[str, SliceEntry], now_s: float
+        self, batch: FormedBatch, name: str, by_id: dict[str, SliceEntry], out: Decisions
     ) -> None:
         bid = self._next_batch_id
         self._next_batch_id += 1
@@ -161,7 +159,7 @@ class BatchingPolicy(GlobalPolicy):
         for item in batch.items:
             self._batch_of[item.request_id] = bid
         entries = [by_id[i.request_id] for i in batch.items]
-        self.instances[name].submit_batch(entries, batch.iterations, now_s)
+        out.place_batch(name, entries, batch.iterations)
 
     def _member_left(self, request_id: str) -> None:
         bid = self._batch_of.pop(request_id, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.qlm.config import QLMConfig
 from services.scheduler.core.qlm.groups import Grouper, RequestGroup
 from services.scheduler.core.qlm.rwt import (
@@ -37,7 +37,7 @@ class QueueEstimator:
         cfg: QLMConfig,
         grouper: Grouper,
         vqs: VirtualQueues,
-        instances: Mapping[str, InstanceHandle],
+        instances: Mapping[str, InstanceView],
     ) -> None:
         self.cfg = cfg
         self.grouper = grouper

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.decisions import Decisions
 from services.scheduler.core.fairness.selector import GroupSelector
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.qlm.config import QLMConfig
@@ -73,12 +74,11 @@ class QLMPolicy(GlobalPolicy):
         """The SLO-quantile predictions the scheduler acts on, scored the same way."""
         self.rwt_error = RWTErrorTracker(self.cfg.rwt_error)
         """Recent error of the point predictions; the widened quantile (rwt_error.py)."""
-        self.instances: dict[str, InstanceHandle] = {}
+        self.instances: dict[str, InstanceView] = {}
         self.estimator = QueueEstimator(self.cfg, self.grouper, self.vqs, self.instances)
         self.selector = GroupSelector(self.cfg.tenancy)
         """Bands, tenant fairness (VTC counters) and what the counters were charged."""
         self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector)
-        self._rejector: Rejector | None = None
         self.shedding = Shedding(
             self.cfg.tenancy, self.grouper, self.estimator, self.instances, self._drop_queued
         )
@@ -95,16 +95,15 @@ class QLMPolicy(GlobalPolicy):
     def on_arrival(
         self,
         request: Request,
-        instances: Sequence[InstanceHandle],
-        rejector: Rejector,
+        instances: Sequence[InstanceView],
+        out: Decisions,
         now_s: float,
     ) -> None:
         self._sync(instances)
-        self._rejector = rejector
         if not any(i.serves(request.model) for i in self.instances.values()):
-            rejector.reject(request, f"no instance serves model '{request.model}'", now_s)
+            out.reject(request, f"no instance serves model '{request.model}'", now_s)
             return
-        if self.shedding.reject_at_arrival(request, rejector, now_s):
+        if self.shedding.reject_at_arrival(request, out, now_s):
             return
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
@@ -119,27 +118,27 @@ class QLMPolicy(GlobalPolicy):
             else None
         )
         if direct is not None:  # a tight class skips the virtual queues (tight_classes.py)
-            self.ops.place(direct, request, est, now_s)
+            self.ops.place(direct, request, est, out, now_s)
             return
         group = self.grouper.assign(request, est, now_s)
         self.selector.queued(request)
-        self._place_new_groups(now_s)
+        self._place_new_groups(out, now_s)
         wait = self._predicted_wait(request, group, now_s)
         if wait is not None and wait > request.slo.ttft_deadline_s and not request.sheddable:
-            self.shedding.shed_queued(rejector, now_s)
+            self.shedding.shed_queued(out, now_s)
         if (
             wait is not None
             and wait > request.slo.ttft_deadline_s
             and group.group_id not in self._accepted_late
         ):
             self.stats.predicted_violations += 1
-            if self._replan(now_s):
+            if self._replan(out, now_s):
                 wait = self._predicted_wait(request, group, now_s)
         factor = self.cfg.reject_over_slo_factor
         if factor is not None and wait is not None and wait > factor * request.slo.ttft_deadline_s:
             self._drop_queued(request.request_id)
             self.stats.rejected_infeasible += 1
-            rejector.reject(
+            out.reject(
                 request,
                 f"predicted TTFT {wait:.1f}s exceeds {factor:g}x the '{request.slo.class_name}' "
                 f"SLO of {request.slo.ttft_deadline_s:g}s (qlm: capacity short, scale up)",
@@ -156,41 +155,47 @@ class QLMPolicy(GlobalPolicy):
             model_q = self.estimator.request_wait_s(q, group, request.request_id, now_s)
             self.rwt_error.predict(request.request_id, point, model_q, ahead)  # logs the widened
         if not self.cfg.lso.pull:
-            self._push(request, now_s)
+            self._push(request, out, now_s)
         for inst in self.instances.values():
-            self._pull(inst, now_s)
+            self._pull(inst, out, now_s)
         if not request.sheddable and self.grouper.group_of(request.request_id) is not None:
-            self.shedding.shed_queued(rejector, now_s)  # saturated: more critical work waits
+            self.shedding.shed_queued(out, now_s)  # saturated: more critical work waits
 
-    def on_placed(self, request: Request, instance: InstanceHandle, now_s: float) -> None:
+    def on_placed(
+        self, request: Request, instance: InstanceView, out: Decisions, now_s: float
+    ) -> None:
         """Placed by an ingress's lease (core/leases.py) while no group waited: served as a
         direct dispatch (tight_classes.py), so eviction, fairness and finish see it."""
         self._sync([instance])
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
-        self.ops.place(instance, request, est, now_s)
+        self.ops.place(instance, request, est, out, now_s, leased=True)
 
-    def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
+    def on_step_end(self, instance: InstanceView, out: Decisions, now_s: float) -> None:
         snap = self.cfg.rwt_snapshot_s
         if snap is not None and now_s >= snap and not self._snapshot_taken:
             self._snapshot_taken = True
             self.snapshot_predictions(now_s)
         if self.selector.is_contended:  # answer, not serve, what can no longer start in time
-            self.shedding.expire_late(self._rejector, now_s)
+            self.shedding.expire_late(out, now_s)
         if now_s - self._last_check_s >= self.cfg.check_interval_s:
             self._last_check_s = now_s
-            self._periodic(now_s)
+            self._periodic(out, now_s)
             for inst in self.instances.values():  # regrouping may have filled an idle queue
-                self._pull(inst, now_s)
+                self._pull(inst, out, now_s)
         else:
-            self._pull(instance, now_s)
+            self._pull(instance, out, now_s)
 
-    def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
+    def on_finish(
+        self, request: Request, instance: str, output_tokens: int, out: Decisions, now_s: float
+    ) -> None:
         self.ops.finished(instance, request.request_id)
         self.lengths.observe(request, output_tokens)
         self.selector.finished(request.request_id, output_tokens)
 
-    def on_engine_reject(self, request: Request, instance: str, reason: str, now_s: float) -> None:
+    def on_engine_reject(
+        self, request: Request, instance: str, reason: str, out: Decisions, now_s: float
+    ) -> None:
         self.ops.finished(instance, request.request_id)  # its pulled seat is free again
         self.selector.refunded(request)
 
@@ -226,11 +231,11 @@ class QLMPolicy(GlobalPolicy):
             out["slomesh.vq_position"] = self.vqs.position(group.group_id)
         return out
 
-    def on_abort(self, request_id: str, now_s: float) -> None:
+    def on_abort(self, request_id: str, out: Decisions, now_s: float) -> None:
         if self.grouper.group_of(request_id) is not None:
             self._drop_queued(request_id)
 
-    def on_instance_lost(self, instance: str, now_s: float) -> None:
+    def on_instance_lost(self, instance: str, out: Decisions, now_s: float) -> None:
         """An instance failed or left: its groups and unfinished requests return to the queue."""
         self.instances.pop(instance, None)
         self.vqs.drop_instance(instance)
@@ -239,13 +244,13 @@ class QLMPolicy(GlobalPolicy):
             self.selector.refunded(placed.request)
             self.grouper.assign(placed.request, placed.estimate, now_s)
             self.selector.queued(placed.request)
-        self._place_new_groups(now_s)
-        self._replan(now_s, force=True)
+        self._place_new_groups(out, now_s)
+        self._replan(out, now_s, force=True)
         for inst in self.instances.values():
-            self._pull(inst, now_s)
+            self._pull(inst, out, now_s)
 
     # ---- internals ---------------------------------------------------------------------------
-    def _sync(self, instances: Sequence[InstanceHandle]) -> None:
+    def _sync(self, instances: Sequence[InstanceView]) -> None:
         for inst in instances:
             if inst.name not in self.instances:
                 self.instances[inst.name] = inst
@@ -253,8 +258,8 @@ class QLMPolicy(GlobalPolicy):
                 self.ops.add_instance(inst.name)
 
     def _direct_candidates(
-        self, request: Request, instances: Sequence[InstanceHandle]
-    ) -> list[InstanceHandle]:
+        self, request: Request, instances: Sequence[InstanceView]
+    ) -> list[InstanceView]:
         """Instances a tight request may go to directly (tight_classes.direct_candidates)."""
         models = {
             name: [self.grouper.group(g).model for g in self.vqs.order(name)]
@@ -268,7 +273,7 @@ class QLMPolicy(GlobalPolicy):
             return [pinned]
         return [n for n, i in self.instances.items() if i.serves(group.model)]
 
-    def _place_new_groups(self, now_s: float) -> None:
+    def _place_new_groups(self, out: Decisions, now_s: float) -> None:
         """Put groups that are in no virtual queue at their deadline position (no solver)."""
         for group in self.grouper.groups():
             if group.group_id in self.vqs or group.size == 0:
@@ -290,7 +295,7 @@ class QLMPolicy(GlobalPolicy):
                     pos = k
                     break
             self.vqs.insert(target, group.group_id, pos)
-        self._prewarm()
+        self._prewarm(out)
 
     def _predicted_wait(self, request: Request, group: RequestGroup, now_s: float) -> float | None:
         q = self.vqs.queue_of(group.group_id)
@@ -306,7 +311,7 @@ class QLMPolicy(GlobalPolicy):
         q = self.vqs.queue_of(group.group_id)
         return 0 if q is None else self.vqs.position(group.group_id) + 1
 
-    def _periodic(self, now_s: float) -> None:
+    def _periodic(self, out: Decisions, now_s: float) -> None:
         if self.grouper.due(now_s):
             result = self.grouper.recluster(now_s)
             if result.created or result.removed:
@@ -314,15 +319,15 @@ class QLMPolicy(GlobalPolicy):
                 for gid in result.removed:
                     self.vqs.remove(gid)
                     self._pinned.pop(gid, None)
-                self._place_new_groups(now_s)
+                self._place_new_groups(out, now_s)
         late = set(self.estimator.violating_groups(now_s)) - self._accepted_late
         if late:
-            self.shedding.on_late(late, self._rejector, now_s)
+            self.shedding.on_late(late, out, now_s)
             self.stats.predicted_violations += 1
-            self._replan(now_s)
+            self._replan(out, now_s)
         elif self.cfg.lso.balance and self._imbalanced(now_s):
             self.stats.rebalances += 1
-            self._replan(now_s)
+            self._replan(out, now_s)
 
     def _imbalanced(self, now_s: float) -> bool:
         """Groups grow after placement, so queues drift apart; re-plan (which balances) when
@@ -335,7 +340,7 @@ class QLMPolicy(GlobalPolicy):
             return False
         return longest - min(backlogs) > self.cfg.rebalance_fraction * longest
 
-    def _replan(self, now_s: float, force: bool = False) -> bool:
+    def _replan(self, out: Decisions, now_s: float, force: bool = False) -> bool:
         if not force and now_s - self._last_plan_s < self.cfg.replan_min_interval_s:
             return False
         self._last_plan_s = now_s
@@ -348,10 +353,10 @@ class QLMPolicy(GlobalPolicy):
         self.stats.reordered_groups += self.vqs.replace(plan.order)
         # the best plan still leaves these late: re-solving cannot help until something changes
         self._accepted_late = set(plan.violating)
-        self._prewarm()
+        self._prewarm(out)
         return True
 
-    def _prewarm(self) -> None:
+    def _prewarm(self, out: Decisions) -> None:
         if not self.cfg.lso.swap:
             return
         for name, inst in self.instances.items():
@@ -361,10 +366,10 @@ class QLMPolicy(GlobalPolicy):
                 if m not in models:
                     models.append(m)
             for m in models[1:3]:  # the next models after the head's stay warm (QLM §5)
-                inst.prewarm(m)
+                out.prewarm(inst, m)
 
-    def _pull(self, inst: InstanceHandle, now_s: float) -> None:
-        self.ops.pull(inst, now_s, self._on_pulled, self.estimator.room_wait_s(inst.name))
+    def _pull(self, inst: InstanceView, out: Decisions, now_s: float) -> None:
+        self.ops.pull(inst, out, now_s, self._on_pulled, self.estimator.room_wait_s(inst.name))
 
     def _on_pulled(self, placed: Placed, now_s: float) -> None:
         waited = now_s - placed.request.arrival_s
@@ -372,7 +377,7 @@ class QLMPolicy(GlobalPolicy):
         self.accuracy_quantile.observe(placed.request.request_id, waited)
         self.rwt_error.observe(placed.request.request_id, waited)
 
-    def _push(self, request: Request, now_s: float) -> None:
+    def _push(self, request: Request, out: Decisions, now_s: float) -> None:
         """Pulling switched off: hand the request to its group's instance at once."""
         group = self.grouper.group_of(request.request_id)
         if group is None:
@@ -380,7 +385,7 @@ class QLMPolicy(GlobalPolicy):
         q = self.vqs.queue_of(group.group_id)
         if q is None:
             return
-        self.ops.submit(self.instances[q], group, request, now_s, self._on_pulled)
+        self.ops.dispatch(self.instances[q], group, request, out, now_s, self._on_pulled)
 
     def _drop_queued(self, request_id: str) -> None:
         group = self.grouper.group_of(request_id)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.decisions import Decisions
 from services.scheduler.core.fairness.selector import GroupSelector
 from services.scheduler.core.qlm.config import QLMConfig
 from services.scheduler.core.qlm.groups import Grouper, OutputEstimate, RequestGroup
@@ -85,7 +86,7 @@ class ServingOps:
         ]
         return self.selector.choose(groups)
 
-    def _steal(self, inst: InstanceHandle) -> RequestGroup | None:
+    def _steal(self, inst: InstanceView) -> RequestGroup | None:
         """An instance whose own queue is empty serves the most urgent head group of another
         queue (load balancing without migrating running work). None when there is nothing."""
         heads: list[RequestGroup] = []
@@ -98,11 +99,12 @@ class ServingOps:
         heads.sort(key=lambda g: g.earliest_deadline_abs_s)
         return self.selector.choose(heads)
 
-    def submit(
+    def dispatch(
         self,
-        inst: InstanceHandle,
+        inst: InstanceView,
         group: RequestGroup,
         request: Request,
+        out: Decisions,
         now_s: float,
         on_pulled: OnPulled,
     ) -> None:
@@ -115,19 +117,30 @@ class ServingOps:
         placed = Placed(request, estimate, now_s)
         self.placed[inst.name][request.request_id] = placed
         on_pulled(placed, now_s)
-        inst.submit(request, now_s)
+        out.place(request, inst)
 
     def place(
-        self, inst: InstanceHandle, request: Request, estimate: OutputEstimate, now_s: float
+        self,
+        inst: InstanceView,
+        request: Request,
+        estimate: OutputEstimate,
+        out: Decisions,
+        now_s: float,
+        leased: bool = False,
     ) -> None:
         """Hand a request that skipped the virtual queues (a tight class) to `inst` at once."""
         self.selector.dispatched(request, estimate.mean_tokens)
         self.placed[inst.name][request.request_id] = Placed(request, estimate, now_s)
         self.direct_dispatches += 1
-        inst.submit(request, now_s)
+        out.place(request, inst, leased=leased)
 
     def pull(
-        self, inst: InstanceHandle, now_s: float, on_pulled: OnPulled, room_wait_s: float = 0.0
+        self,
+        inst: InstanceView,
+        out: Decisions,
+        now_s: float,
+        on_pulled: OnPulled,
+        room_wait_s: float = 0.0,
     ) -> None:
         """Fill `inst`'s engine window from its queue head. room_wait_s: how long the head
         would wait for room without eviction (evict only when its slack is shorter)."""
@@ -139,7 +152,7 @@ class ServingOps:
             head = self.head(name)
             if head is None and self.cfg.lso.balance:
                 head = self._steal(inst)
-            if self._resume_one(inst, head, now_s):
+            if self._resume_one(inst, head, out):
                 continue
             if head is None:
                 return
@@ -148,17 +161,17 @@ class ServingOps:
                 if (
                     urgent
                     and self.cfg.lso.evict
-                    and self._evict_for(inst, head, now_s, room_wait_s)
+                    and self._evict_for(inst, head, out, now_s, room_wait_s)
                 ):
                     # room was made for the head: its next requests go in now, past the window
                     for _ in range(window):
                         if head.size == 0:
                             break
-                        self.submit(inst, head, head.head_request(), now_s, on_pulled)
+                        self.dispatch(inst, head, head.head_request(), out, now_s, on_pulled)
                 return
-            self.submit(inst, head, head.head_request(), now_s, on_pulled)
+            self.dispatch(inst, head, head.head_request(), out, now_s, on_pulled)
 
-    def _resume_one(self, inst: InstanceHandle, head: RequestGroup | None, now_s: float) -> bool:
+    def _resume_one(self, inst: InstanceView, head: RequestGroup | None, out: Decisions) -> bool:
         ev = self.evicted[inst.name]
         if not ev or inst.status().waiting >= self.cfg.pull_window_requests:
             return False
@@ -174,12 +187,17 @@ class ServingOps:
             return False  # the head is more urgent (EDF): keep it evicted
         ev.pop(0)
         if placed is not None:
-            inst.resume([rid], now_s)
+            out.resume(inst, [rid])
             self.resumes += 1
         return True
 
     def _evict_for(
-        self, inst: InstanceHandle, head: RequestGroup, now_s: float, room_wait_s: float = 0.0
+        self,
+        inst: InstanceView,
+        head: RequestGroup,
+        out: Decisions,
+        now_s: float,
+        room_wait_s: float = 0.0,
     ) -> bool:
         """Evict looser requests so the head group's next requests fit. True if any was evicted."""
         status = inst.status()
@@ -222,14 +240,14 @@ class ServingOps:
             freed += p.request.input_tokens + p.estimate.mean_tokens
         if not self._eviction_pays(inst, head, chosen, now_s, room_wait_s):
             return False
-        done = inst.evict(chosen, now_s)
+        done = out.evict(inst, chosen)
         self.evicted[inst.name].extend(done)
         self.evictions += len(done)
         return bool(done)
 
     def _eviction_pays(
         self,
-        inst: InstanceHandle,
+        inst: InstanceView,
         head: RequestGroup,
         chosen: list[str],
         now_s: float,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core.cluster_view import InstanceView, Rejector
 from services.scheduler.core.fairness.config import TenancyConfig
 from services.scheduler.core.qlm.estimates import QueueEstimator
 from services.scheduler.core.qlm.groups import Grouper, RequestGroup
@@ -32,7 +32,7 @@ class Shedding:
         cfg: TenancyConfig,
         grouper: Grouper,
         estimator: QueueEstimator,
-        instances: Mapping[str, InstanceHandle],
+        instances: Mapping[str, InstanceView],
         drop: Callable[[str], None],
     ) -> None:
         self.cfg = cfg

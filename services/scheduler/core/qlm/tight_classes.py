@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from shared.domain import HardwareProfile, Request
 
 
@@ -77,12 +77,12 @@ def is_tight(cfg: TightClassConfig, request: Request) -> bool:
 
 
 def choose_direct(
-    request: Request, instances: Iterable[InstanceHandle], active_model_only: bool = False
-) -> InstanceHandle | None:
+    request: Request, instances: Iterable[InstanceView], active_model_only: bool = False
+) -> InstanceView | None:
     """The instance a tight request goes to: serving its model, model already active first,
     then the fewest outstanding (waiting + running + evicted) requests; ties to the first.
     None when no instance serves the model (or, with active_model_only, has it loaded)."""
-    best: InstanceHandle | None = None
+    best: InstanceView | None = None
     best_key: tuple[int, int] | None = None
     for inst in instances:
         if not inst.serves(request.model):
@@ -97,8 +97,8 @@ def choose_direct(
 
 
 def single_model(
-    instances: Iterable[InstanceHandle], model: str, models_seen: Iterable[str]
-) -> list[InstanceHandle]:
+    instances: Iterable[InstanceView], model: str, models_seen: Iterable[str]
+) -> list[InstanceView]:
     """The instances that serve none of `models_seen` other than `model` (they never swap)."""
     others = [m for m in models_seen if m != model]
     return [i for i in instances if not any(i.serves(m) for m in others)]
@@ -107,10 +107,10 @@ def single_model(
 def direct_candidates(
     cfg: TightClassConfig,
     request: Request,
-    instances: Iterable[InstanceHandle],
+    instances: Iterable[InstanceView],
     queue_models: Mapping[str, Iterable[str]],
     models_seen: Iterable[str],
-) -> list[InstanceHandle]:
+) -> list[InstanceView]:
     """The instances `request` may be dispatched to directly: with single_model_only none that
     serves another of `models_seen`; with yield_to_swaps none whose virtual queue
     (`queue_models`: instance -> models of its groups) has a swap planned."""

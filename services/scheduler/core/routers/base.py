@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from shared.domain import Request
 
 
@@ -28,6 +28,6 @@ class Router(ABC):
 
     @abstractmethod
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         """`eligible` is non-empty and every member serves request.model."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
 
@@ -13,9 +13,9 @@ class LeastLoadedRouter(Router):
     name = "least-loaded"
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
-        def load(inst: InstanceHandle) -> int:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
+        def load(inst: InstanceView) -> int:
             st = inst.status()
             return st.waiting + st.running + st.evicted
 

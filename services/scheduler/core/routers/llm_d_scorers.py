@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.prefix_index import PrefixIndex
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
@@ -58,7 +58,7 @@ def queue_scores(waiting: Sequence[int]) -> list[float]:
     return [(hi - w) / (hi - lo) for w in waiting]
 
 
-def kv_usage(inst: InstanceHandle) -> float:
+def kv_usage(inst: InstanceView) -> float:
     st = inst.status()
     return st.kv_used_blocks / st.kv_total_blocks if st.kv_total_blocks > 0 else 0.0
 
@@ -72,14 +72,14 @@ class LlmdScorerRouter(Router):
         self._rng = random.Random(self.params.seed)
         self.index = PrefixIndex()
 
-    def _capacity(self, inst: InstanceHandle, model: str) -> int:
+    def _capacity(self, inst: InstanceView, model: str) -> int:
         try:
             kv = inst.profile(model).kv_capacity_tokens
         except ValueError:  # a live replica without a profile
             return FALLBACK_KV_BLOCKS
         return kv // DEFAULT_BLOCK_SIZE_TOKENS
 
-    def scores(self, request: Request, eligible: Sequence[InstanceHandle]) -> list[float]:
+    def scores(self, request: Request, eligible: Sequence[InstanceView]) -> list[float]:
         """score_k of each endpoint, in `eligible` order (see the module docstring)."""
         for inst in eligible:
             if inst.name not in self.index.replicas():
@@ -98,8 +98,8 @@ class LlmdScorerRouter(Router):
         return out
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         scored = list(zip(self.scores(request, eligible), eligible, strict=True))
         self._rng.shuffle(scored)
         best = max(score for score, _ in scored)

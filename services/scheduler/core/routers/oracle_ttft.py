@@ -16,12 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from services.scheduler.core.cluster_view import InstanceHandle, WorkItem
+from services.scheduler.core.cluster_view import InstanceView, WorkItem
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
 
 
-def ttft_estimate_s(inst: InstanceHandle, request: Request) -> float:
+def ttft_estimate_s(inst: InstanceView, request: Request) -> float:
     prof = inst.profile(request.model)
     items = inst.work_items()
     deadline = request.ttft_deadline_abs_s
@@ -64,9 +64,9 @@ class OracleTTFTRouter(Router):
     name = "oracle-ttft"
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
-        def cost(inst: InstanceHandle) -> tuple[float, int]:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
+        def cost(inst: InstanceView) -> tuple[float, int]:
             return (ttft_estimate_s(inst, request), inst.status().outstanding_output_tokens)
 
         return min(eligible, key=cost)

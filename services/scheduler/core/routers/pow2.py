@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
 
@@ -36,13 +36,13 @@ class Pow2Params(BaseModel):
     None: no limit."""
 
 
-def ongoing(inst: InstanceHandle) -> int:
+def ongoing(inst: InstanceView) -> int:
     """Requests a replica holds: queued, running and evicted."""
     st = inst.status()
     return st.waiting + st.running + st.evicted
 
 
-def draw_two(rng: random.Random, eligible: Sequence[InstanceHandle]) -> list[InstanceHandle]:
+def draw_two(rng: random.Random, eligible: Sequence[InstanceView]) -> list[InstanceView]:
     """Ray's candidate draw: every replica when one, both in random order when two, else two
     distinct replicas uniformly at random."""
     n = len(eligible)
@@ -57,7 +57,7 @@ def draw_two(rng: random.Random, eligible: Sequence[InstanceHandle]) -> list[Ins
     return [eligible[i], eligible[j]]
 
 
-def least_ongoing(candidates: Sequence[InstanceHandle], limit: int | None) -> InstanceHandle:
+def least_ongoing(candidates: Sequence[InstanceView], limit: int | None) -> InstanceView:
     """The candidate with the fewest ongoing requests among those under `limit` (ties: the first);
     when none is under it, the least loaded of all."""
     accepting = [c for c in candidates if limit is None or ongoing(c) < limit]
@@ -73,6 +73,6 @@ class Pow2Router(Router):
         self._rng = random.Random(self.params.seed)
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         return least_ongoing(draw_two(self._rng, eligible), self.params.max_ongoing_requests)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.prefix_index import PrefixIndex
 from services.scheduler.core.routers.base import Router
 from services.scheduler.core.routers.pow2 import draw_two, least_ongoing, ongoing
@@ -59,9 +59,7 @@ class Pow2PrefixRouter(Router):
         self._rng = random.Random(self.params.seed)
         self.index = PrefixIndex()
 
-    def candidates(
-        self, request: Request, eligible: Sequence[InstanceHandle]
-    ) -> list[InstanceHandle]:
+    def candidates(self, request: Request, eligible: Sequence[InstanceView]) -> list[InstanceView]:
         for inst in eligible:
             if inst.name not in self.index.replicas():
                 self.index.set_capacity(inst.name, UNBOUNDED_BLOCKS)
@@ -81,8 +79,8 @@ class Pow2PrefixRouter(Router):
         return [i for i in eligible if matched[i.name] == best]
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         chosen = least_ongoing(self.candidates(request, eligible), None)
         self.index.record_placement(chosen.name, request)
         return chosen

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.prefix_index import PrefixIndex
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
@@ -26,8 +26,8 @@ class PrefixOnlyRouter(Router):
         self.block_size_tokens = block_size_tokens
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         for inst in eligible:
             if inst.name not in self.index.replicas():
                 try:
@@ -37,7 +37,7 @@ class PrefixOnlyRouter(Router):
                 cap = kv // self.block_size_tokens
                 self.index.set_capacity(inst.name, cap)
 
-        def key(inst: InstanceHandle) -> tuple[int, int]:
+        def key(inst: InstanceView) -> tuple[int, int]:
             st = inst.status()
             return (-self.index.matched_blocks(inst.name, request), st.waiting + st.running)
 

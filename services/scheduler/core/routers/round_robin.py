@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.scheduler.core.cluster_view import InstanceHandle
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.routers.base import Router
 from shared.domain import Request
 
@@ -16,8 +16,8 @@ class RoundRobinRouter(Router):
         self._next: dict[str, int] = {}
 
     def choose(
-        self, request: Request, eligible: Sequence[InstanceHandle], now_s: float
-    ) -> InstanceHandle:
+        self, request: Request, eligible: Sequence[InstanceView], now_s: float
+    ) -> InstanceView:
         i = self._next.get(request.model, 0)
         self._next[request.model] = i + 1
         return eligible[i % len(eligible)]

@@ -76,7 +76,7 @@ def _queue_two_tenants(p: QLMPolicy, fakes):
     for k in range(3):
         p.on_arrival(req(f"l{k}", "light", 0.1 + 0.01 * k, n_in=100), [inst], rej, 0.1)
     inst.waiting = 0
-    p.on_step_end(inst, 0.5)
+    p.on_step_end(inst, rej, 0.5)
     return [r.request_id for r in inst.submitted], rej
 
 
@@ -102,7 +102,7 @@ def test_qlm_finish_corrects_the_counter_to_actual_output(fakes) -> None:
     inst = fakes.instance("i0")
     p.on_arrival(req("r", "a"), [inst], fakes.rejector(), 0.0)
     assert p.selector.vtc.counters["a"] == pytest.approx(132.0)  # 100 in + 32 predicted
-    p.on_finish(inst.submitted[0], "i0", 10, 1.0)
+    p.on_finish(inst.submitted[0], "i0", 10, fakes.rejector(), 1.0)
     assert p.selector.vtc.counters["a"] == pytest.approx(110.0)
 
 
@@ -115,7 +115,7 @@ def test_qlm_strict_bands_at_pull(fakes, bands: bool, first: str) -> None:
     p.on_arrival(req("shed0", "s", 0.0, criticality=-1), [inst], rej, 0.0)
     p.on_arrival(req("crit", "c", 1.0, criticality=1), [inst], rej, 1.0)
     inst.waiting = 3
-    p.on_step_end(inst, 1.5)
+    p.on_step_end(inst, rej, 1.5)
     assert [r.request_id for r in inst.submitted] == [first]
 
 
@@ -185,8 +185,8 @@ def test_qlm_expires_late_queued_work_when_tenants_share(
     rej = fakes.rejector()
     for k, t in enumerate(tenants):
         p.on_arrival(req(f"x{k}", t, 0.0, slo=SLO5), [inst], rej, 0.0)
-    p.on_step_end(inst, 4.0)  # before the deadline: nothing expires
+    p.on_step_end(inst, rej, 4.0)  # before the deadline: nothing expires
     assert rej.rejected == []
-    p.on_step_end(inst, 5.5)
+    p.on_step_end(inst, rej, 5.5)
     assert [r for r, _, _ in rej.rejected] == expired
     assert all("cannot be met from the queue" in reason for _, reason, _ in rej.rejected)

@@ -39,7 +39,7 @@ def test_qlm_pulls_head_group_fcfs_up_to_the_engine_window(fakes):
         p.on_arrival(req(f"r{k}", at=0.1 * k), [inst], rej, 0.1 * k)
     assert inst.submitted == [] and len(p.grouper) == 5
     inst.waiting = 1  # two seats free in the window
-    p.on_step_end(inst, 1.0)
+    p.on_step_end(inst, rej, 1.0)
     assert ids(inst.submitted) == ["r0", "r1"]
     assert len(p.grouper) == 3
 
@@ -54,7 +54,7 @@ def test_qlm_tighter_group_goes_ahead_of_queued_batch_work(fakes):
     order = [p.grouper.group(g).slo_class for g in p.vqs.order("i0")]
     assert order == ["interactive", "batch-1", "batch-2"]  # deadline order: 22 s, 61 s, 3600 s
     inst.waiting = 1
-    p.on_step_end(inst, 2.5)
+    p.on_step_end(inst, rej, 2.5)
     assert ids(inst.submitted) == ["i0", "b1", "b0"]
 
 
@@ -95,7 +95,7 @@ def test_qlm_resumes_evicted_in_deadline_order_once_no_tighter_head_waits(fakes)
     p.on_arrival(req("hot", INTERACTIVE, at=83.1, n_in=400), [inst], rej, 103.0)
     evicted = list(inst.evicted_ids)
     inst.waiting, inst.kv_used_blocks = 0, 10
-    p.on_step_end(inst, 104.0)
+    p.on_step_end(inst, rej, 104.0)
     by_deadline = sorted(evicted, key=lambda r: {"b2-old": 3700.0, "b2-new": 3702.0}.get(r, 161))
     assert inst.resumed_ids == by_deadline
 
@@ -123,8 +123,8 @@ def test_qlm_instance_loss_returns_its_groups_and_unfinished_requests(fakes):
         p.on_arrival(req(f"q{k}", at=1 + 0.01 * k, n_in=100 + 3000 * (k % 2)), [a, b], rej, 1.0)
     on_b = [r.request_id for r in b.submitted]
     assert on_b and len(p.grouper) == 6
-    p.on_finish(b.submitted[0], "b", 32, 2.0)  # one of b's requests completed before the loss
-    p.on_instance_lost("b", 3.0)
+    p.on_finish(b.submitted[0], "b", 32, rej, 2.0)  # one of b's requests completed before the loss
+    p.on_instance_lost("b", rej, 3.0)
     assert p.vqs.names() == ["a"]
     queued = {r.request_id for g in p.grouper.groups() for r, _ in g.queue}
     assert queued == {f"q{k}" for k in range(6)} | set(on_b[1:])

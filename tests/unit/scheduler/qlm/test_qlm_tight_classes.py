@@ -102,7 +102,7 @@ def test_tight_request_skips_a_full_window_and_looser_ones_wait(fakes):
     assert busy.submitted == []
     assert len(p.grouper) == 1  # chat stays in the virtual queue behind the full windows
     assert p.ops.direct_dispatches == 1 and rej.rejected == []
-    p.on_finish(req("tight", TIGHT), "i1", 32, 1.0)
+    p.on_finish(req("tight", TIGHT), "i1", 32, rej, 1.0)
     assert "tight" not in p.ops.placed["i1"]
 
 
@@ -193,7 +193,7 @@ def test_direct_dispatch_only_to_single_model_instances(fakes, single_model_only
     p = policy(tight=tight | {"single_model_only": single_model_only})
     rej = fakes.rejector()
     p.on_arrival(req("x0", BATCH2, model="x"), [inst], rej, 0.0)  # x seen: i0 may swap
-    p.on_finish(req("x0", BATCH2, model="x"), "i0", 32, 0.5)  # x0 pulled and done
+    p.on_finish(req("x0", BATCH2, model="x"), "i0", 32, rej, 0.5)  # x0 pulled and done
     p.on_arrival(req("m0", CHAT, model="m"), [inst], rej, 1.0)
     assert (p.ops.direct_dispatches == 1) is direct
     assert "m0" in [r.request_id for r in inst.submitted]  # pulled at once when not direct

@@ -1,0 +1,93 @@
+"""The simulator's applier: carries out the cluster core's decisions on the simulated engines.
+
+One `ClusterOutput` (services/scheduler/core/output.py) at a time, in its `ordered()` order, as
+the live scheduler's shell carries out the same output with Admit replies and Evict/Resume calls:
+a placement queues the request in the engine (a request that can never fit its KV cache is
+rejected there), a batch queues a pre-formed batch for one slice, an eviction or resume moves
+requests out of or back into service, a prewarm stages a model in host memory, a rejection is
+recorded. Every instance touched is woken at the output's time so it looks at its queue.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from services.scheduler.core.output import (
+    BatchPlacement,
+    ClusterOutput,
+    Eviction,
+    ModelSwap,
+    Placement,
+    Rejection,
+    Resume,
+)
+from shared.domain import Request
+from shared.domain.engine import RequestTooLarge, SliceEntry
+from slomesh.sim.instance import SimInstance
+
+
+class ApplierHost(Protocol):
+    """What the applier calls back into (the Simulator, slomesh/sim/simulator.py)."""
+
+    def kick(self, inst: SimInstance, now_s: float) -> None: ...
+
+    def reject(self, request: Request, reason: str, now_s: float) -> None: ...
+
+    def record_placement(self, request_id: str, instance: str) -> None: ...
+
+
+class SimApplier:
+    def __init__(self, host: ApplierHost) -> None:
+        self.host = host
+        self.instances: dict[str, SimInstance] = {}
+
+    def add_instance(self, inst: SimInstance) -> None:
+        self.instances[inst.name] = inst
+
+    def apply(self, out: ClusterOutput) -> None:
+        now = out.now_s
+        host = self.host
+        for action in out.ordered():
+            match action:
+                case Placement(request=request, instance=name):
+                    inst = self.instances[name]
+                    try:
+                        inst.core.add_request(request, now)
+                    except RequestTooLarge as e:
+                        host.reject(request, str(e), now)
+                        continue
+                    host.record_placement(request.request_id, name)
+                    host.kick(inst, now)
+                case BatchPlacement(instance=name, entries=entries, iterations=iterations):
+                    self._batch(self.instances[name], list(entries), iterations, now)
+                case Rejection(request=request, reason=reason):
+                    host.reject(request, reason, now)
+                case Eviction(instance=name, request_ids=ids):
+                    inst = self.instances[name]
+                    inst.core.evict(list(ids))
+                    host.kick(inst, now)
+                case Resume(instance=name, request_ids=ids):
+                    inst = self.instances[name]
+                    inst.core.resume(list(ids), now)
+                    host.kick(inst, now)
+                case ModelSwap(instance=name, model=model, kind="prewarm"):
+                    self.instances[name].core.tiers.prewarm(model)
+                case ModelSwap(instance=name, kind=kind):
+                    raise ValueError(f"{name}: the simulator does not apply a '{kind}' swap")
+
+    def _batch(
+        self, inst: SimInstance, entries: list[SliceEntry], iterations: int, now_s: float
+    ) -> None:
+        """A pre-formed batch (SCLS, UELLM): members that can never fit are rejected."""
+        fitting = []
+        for e in entries:
+            try:
+                inst.core.check_fits(e.request)
+            except RequestTooLarge as err:
+                self.host.reject(e.request, str(err), now_s)
+                continue
+            fitting.append(e)
+            self.host.record_placement(e.request.request_id, inst.name)
+        if fitting:
+            inst.core.add_batch(fitting, iterations, now_s)
+        self.host.kick(inst, now_s)
