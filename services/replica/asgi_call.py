@@ -1,16 +1,22 @@
-"""One HTTP request through an ASGI application in-process, its response as a stream.
+"""One HTTP request through an ASGI application in-process, its response as it is sent.
 
 The replica runs vLLM's OpenAI application (vllm/openai_app.py) without a socket: the ingress's
-call arrives over gRPC and goes to the application here. `call` yields the response's start
-(status and headers) and then its body in the pieces the application sends. Closing the stream
-early tells the application the client went away (`http.disconnect`, which vLLM's streaming
-responses watch) and cancels it, so the engine aborts the request.
+call arrives over gRPC and goes to the application here. An `Exchange` runs the application
+(in a task made in the caller's context, so context variables reach it) and gathers what it
+sends: the response's start (status and headers), then its body pieces. The consumer takes
+whatever has gathered at each wake-up (`wait`, `take`), not one piece per loop turn: a
+streamed response sends one piece per engine step and per request, and a task and a wake-up
+per piece cost more than the piece. Closing the exchange before the response is complete tells
+the application the client went away (`http.disconnect`, which vLLM's streaming responses watch)
+and cancels it, so the engine aborts the request. `call` is the same as a plain stream of
+events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,19 +35,9 @@ class ResponseStart:
     headers: tuple[tuple[str, str], ...]
 
 
-_DONE = object()
-
-
-async def call(
-    app: ASGIApp,
-    method: str,
-    path: str,
-    headers: Sequence[tuple[str, str]],
-    body: bytes,
-) -> AsyncIterator[ResponseStart | bytes]:
-    """`method path` with `headers` and `body` through `app`: a ResponseStart, then bytes."""
+def _scope(method: str, path: str, headers: Sequence[tuple[str, str]]) -> dict[str, Any]:
     raw_path, _, query = path.partition("?")
-    scope: dict[str, Any] = {
+    return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
         "http_version": "1.1",
@@ -56,53 +52,142 @@ async def call(
         "client": ("127.0.0.1", 0),
         "state": {},
     }
-    events: asyncio.Queue[object] = asyncio.Queue()
-    gone = asyncio.Event()
-    sent_body = False
 
-    async def receive() -> dict[str, Any]:
-        nonlocal sent_body
-        if not sent_body:
-            sent_body = True
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class Exchange:
+    """`method path` with `headers` and `body` through `app`, started at once (module
+    docstring). Events come out of `take` in the order the application sent them; an exception
+    of the application comes after what it sent before it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        method: str,
+        path: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+    ) -> None:
+        self._events: deque[ResponseStart | bytes | BaseException] = deque()
+        self._complete = False
+        """The application sent its last body piece, returned or failed."""
+        self._waiter: asyncio.Future[None] | None = None
+        self._waiting_for_end = False
+        self._gone = asyncio.Event()
+        self._body: bytes | None = body
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(app, _scope(method, path, headers)))
+
+    @property
+    def complete(self) -> bool:
+        """Everything the application will send has been taken."""
+        return self._complete and not self._events
+
+    def ready(self) -> bool:
+        """Something is waiting to be taken, or the response is complete."""
+        return bool(self._events) or self._complete
+
+    async def wait(self, timeout_s: float | None = None, end_only: bool = False) -> bool:
+        """Until `ready()` (True) or `timeout_s` passed (False; None: no limit); with
+        `end_only`, until the application is done (what it sends meanwhile waits)."""
+        done = self._complete if end_only else self.ready()
+        if done:
+            return True
+        waiter = self._waiter = self._loop.create_future()
+        self._waiting_for_end = end_only
+        timer = self._loop.call_later(timeout_s, _wake, waiter) if timeout_s is not None else None
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return self._complete if end_only else self.ready()
+
+    def take(self) -> list[ResponseStart | bytes]:
+        """What the application sent since the last take; the application's exception is
+        raised once what came before it was taken."""
+        out: list[ResponseStart | bytes] = []
+        while self._events:
+            item = self._events[0]
+            if isinstance(item, BaseException):
+                if out:
+                    return out
+                self._events.popleft()
+                raise item
+            out.append(item)
+            self._events.popleft()
+        return out
+
+    async def close(self) -> None:
+        """Tell the application the client left and cancel it (no-op once it returned)."""
+        self._gone.set()
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _put(self, item: ResponseStart | bytes | BaseException) -> None:
+        self._events.append(item)
+        if self._waiter is not None and not self._waiting_for_end:
+            _wake(self._waiter)
+
+    def _end(self) -> None:
+        self._complete = True
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    async def _receive(self) -> dict[str, Any]:
+        if self._body is not None:
+            body, self._body = self._body, None
             return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
+        await self._gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._complete:
+            return
         kind = message["type"]
         if kind == "http.response.start":
             pairs = tuple(
                 (bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))
                 for k, v in message.get("headers", ())
             )
-            events.put_nowait(ResponseStart(int(message["status"]), pairs))
+            self._put(ResponseStart(int(message["status"]), pairs))
         elif kind == "http.response.body":
             chunk = bytes(message.get("body", b""))
             if chunk:
-                events.put_nowait(chunk)
+                self._put(chunk)
             if not message.get("more_body", False):
-                events.put_nowait(_DONE)
+                self._end()
 
-    async def run() -> None:
+    async def _run(self, app: ASGIApp, scope: dict[str, Any]) -> None:
         try:
-            await app(scope, receive, send)
+            await app(scope, self._receive, self._send)
         except Exception as exc:  # handed to the consumer in order
-            events.put_nowait(exc)
+            if not self._complete:
+                self._put(exc)
         finally:
-            events.put_nowait(_DONE)
+            self._end()
 
-    task = asyncio.get_running_loop().create_task(run())
+
+async def call(
+    app: ASGIApp,
+    method: str,
+    path: str,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+) -> AsyncIterator[ResponseStart | bytes]:
+    """`method path` with `headers` and `body` through `app`: a ResponseStart, then bytes."""
+    exchange = Exchange(app, method, path, headers, body)
     try:
-        while True:
-            item = await events.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
+        while not exchange.complete:
+            await exchange.wait()
+            for item in exchange.take():
+                yield item
     finally:
-        gone.set()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await exchange.close()

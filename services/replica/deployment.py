@@ -84,8 +84,9 @@ class ReplicaArgs(BaseModel):
     """Request limits enforced here as at the ingress (services/replica/limits.py)."""
     stream_interval_ms: float = Field(10.0, ge=0.0)
     """Tokens after the first go out coalesced, at most one message per this many ms per
-    stream (the first token and the end at once; services/replica/streaming.py). 0: one
-    message per engine output the consumer is ready for."""
+    stream (the first token and the end at once; vLLM's OpenAI answers byte for byte in fewer
+    messages: services/replica/response_pieces.py; engine streams: streaming.py). 0: one
+    message per wake-up with whatever is ready."""
     grpc_host: str = "127.0.0.1"
     """Where this replica's own gRPC server listens (direct_server.py; callers stream from it
     instead of relaying through a Serve handle): an address, "node" (this Ray node's IP, for
@@ -179,6 +180,7 @@ class ReplicaDeployment:
                     self._serving = await simulated_serving(
                         self.engine, a.model, a.tokenizer_model, a.max_model_len, a.serving
                     )
+                self._serving.interval_s = a.stream_interval_ms / 1e3
             return self._serving
 
     async def Endpoint(self) -> str:

@@ -3,31 +3,29 @@ engine, vLLM's `AsyncLLM` for `engine: vllm` or `SimulatedAsyncLLM` (sim_llm.py)
 `engine: simulated`, both behind `SLOEngineClient` (vllm/engine_client.py).
 
 `OpenAIServing.serve` answers one `HttpCall` (the ingress's forwarded request) as replica
-chunks: the response's status and headers, then its body pieces, each with the output tokens
-counted so far, and a last chunk with the finish reason and prompt tokens for the control
-plane. Closing the stream early aborts the request in the engine (asgi_call.py).
+chunks: the response's status and headers, then its body in the pieces response_pieces.py
+groups it into, each with the output tokens counted so far, and a last chunk with the end of
+the body, the finish reason and prompt tokens for the control plane. Closing the stream early
+aborts the request in the engine (asgi_call.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from services.replica.asgi_call import ResponseStart, call
+from services.replica.asgi_call import Exchange
+from services.replica.response_pieces import Piece, pieces
 from services.replica.vllm.engine_client import SERVING, SLOEngineClient
 from services.replica.vllm.openai_app import ServingOptions, build_openai_app
 from shared.domain import Request
 from shared.domain.engine import EngineStatus
 from shared.domain.engine_metadata import engine_metadata
 from shared.rpc.slomesh.v1 import replica_pb2
-
-_T = TypeVar("_T")
 
 PASSED_HEADERS = frozenset({"content-type", "traceparent", "tracestate"})
 """Request headers the ingress passes on to vLLM's application (never credentials, never
@@ -47,6 +45,9 @@ class OpenAIServing:
     """An empty chunk goes out after this long without one (a queued request, a response
     that is not streamed), so the caller's idle timeout tells a silent replica from a busy
     one."""
+    interval_s: float = 0.01
+    """After the first token, the response goes out in at most one message per this many
+    seconds (the end at once; response_pieces.py); 0: whatever is ready at each wake-up."""
 
     async def serve(
         self, request: Request, http: replica_pb2.HttpCall
@@ -60,24 +61,22 @@ class OpenAIServing:
         now = time.time()
         meta = engine_metadata(request, now, now - request.arrival_s)
         token = SERVING.set(meta)  # the application's tasks inherit it (engine_client.py)
+        last = Piece(None, b"", 0)
         try:
-            events = call(self.app, http.method, http.path, headers, http.body)
-            async for event in with_heartbeats(events, self.heartbeat_s):
-                chunk = replica_pb2.ReplicaChunk(request_id=rid, time_unix_s=time.time())
-                if event is None:
-                    pass  # a heartbeat: the request id and the tokens so far
-                elif isinstance(event, ResponseStart):
-                    status = event.status
-                    chunk.http_status = event.status
-                    for name, value in event.headers:
-                        if name.lower() != "content-length":
-                            chunk.headers.add(name=name, value=value)
-                else:
-                    chunk.body = event
-                chunk.output_tokens = followed.output_tokens
-                yield chunk
+            exchange = Exchange(self.app, http.method, http.path, headers, http.body)
         finally:
             SERVING.reset(token)
+        try:
+            tokens = lambda: followed.output_tokens  # noqa: E731
+            async for piece in pieces(exchange, tokens, self.interval_s, self.heartbeat_s):
+                if piece.start is not None:
+                    status = piece.start.status
+                if piece.last:  # goes on the final chunk, with the counts
+                    last = piece
+                    break
+                yield _chunk(rid, piece)
+        finally:
+            await exchange.close()
             done = self.client.release(rid)
             if self.sim_core is not None:
                 self.sim_core.requests.pop(rid, None)
@@ -88,14 +87,12 @@ class OpenAIServing:
                 if status >= 400
                 else ("abort" if done is None or not done.calls else "stop")
             )
-        yield replica_pb2.ReplicaChunk(
-            request_id=rid,
-            output_tokens=done.output_tokens if done is not None else 0,
-            prompt_tokens=done.prompt_tokens if done is not None else 0,
-            finished=True,
-            finish_reason=reason,
-            time_unix_s=time.time(),
-        )
+        final = _chunk(rid, last)
+        final.output_tokens = done.output_tokens if done is not None else 0
+        final.prompt_tokens = done.prompt_tokens if done is not None else 0
+        final.finished = True
+        final.finish_reason = reason
+        yield final
 
     def status(self) -> EngineStatus:
         if self.sim_core is not None:
@@ -116,31 +113,17 @@ class OpenAIServing:
         return await self.sim_core.resume(request_ids)  # type: ignore[no-any-return]
 
 
-async def with_heartbeats(source: AsyncIterator[_T], interval_s: float) -> AsyncIterator[_T | None]:
-    """`source`'s items, and None after every `interval_s` without one. Each step of `source`
-    runs in a task made here (in the caller's context, so context variables carry over);
-    closing the result closes `source`."""
-    step: asyncio.Future[_T] = asyncio.ensure_future(anext(source))
-    try:
-        while True:
-            done, _ = await asyncio.wait({step}, timeout=interval_s)
-            if not done:
-                yield None
-                continue
-            try:
-                item = step.result()
-            except StopAsyncIteration:
-                return
-            yield item
-            step = asyncio.ensure_future(anext(source))
-    finally:
-        if not step.done():
-            step.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await step
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
+def _chunk(rid: str, piece: Piece) -> replica_pb2.ReplicaChunk:
+    """The replica chunk of one piece: the status and headers with the first, the body."""
+    chunk = replica_pb2.ReplicaChunk(
+        request_id=rid, body=piece.body, output_tokens=piece.output_tokens, time_unix_s=time.time()
+    )
+    if piece.start is not None:
+        chunk.http_status = piece.start.status
+        for name, value in piece.start.headers:
+            if name.lower() != "content-length":
+                chunk.headers.add(name=name, value=value)
+    return chunk
 
 
 def model_dir(path: str) -> str:

@@ -119,8 +119,9 @@ def ray_serve_llm_spec(
 def slomesh_spec(
     config_path: Path, profiles: list[Path], engines: int, base_url: str, model: str
 ) -> SystemSpec:
-    exe = Path(sys.executable).parent / "slomesh"
-    cmd = [str(exe), "up", "--config", str(config_path)]
+    # the CLI module of this interpreter's import path (a checkout run from its root measures
+    # its own code, not whatever an editable install points the console script at)
+    cmd = [sys.executable, "-m", "slomesh.cli.main", "up", "--config", str(config_path)]
     for p in profiles:
         cmd += ["--profile", str(p)]
     return SystemSpec("slomesh", engines, cmd, base_url, model)

@@ -62,8 +62,8 @@ def test_answers_in_vllms_shape_with_the_replicas_chunks(
     assert status == 200 and out["object"] == kind
     assert [c["finish_reason"] for c in out["choices"]] == ["length"] * choices
     assert out["usage"]["completion_tokens"] == tokens
-    # the start chunk, body pieces, then the finish for the control plane
-    assert chunks[0].http_status == 200 and not chunks[0].finished
+    # a whole (not streamed) answer is one message: its status, body and the finish
+    assert len(chunks) == 1 and chunks[0].http_status == 200
     assert (last.finished, last.finish_reason, last.output_tokens) == (True, "length", tokens)
     assert last.prompt_tokens == out["usage"]["prompt_tokens"]
 

@@ -1,0 +1,74 @@
+"""What a replica sends of vLLM's response, and when: the pieces of an `Exchange`
+(asgi_call.py) regrouped into fewer messages.
+
+Every message a replica sends costs CPU in the replica and the ingress (a protobuf message,
+a gRPC frame, a pass through each side's stream relay) on cores the engines share, and vLLM's
+streaming handlers send one server-sent event per engine step and request. So, as the replica's
+engine streams do (streaming.py), the body is regrouped, never changed (the bytes the client
+reads are vLLM's, in order):
+- everything up to and including what vLLM sends for the request's first engine output (the
+  status line and headers, the role chunk, the first token, an error) goes out at once: time
+  to first token is what SLOs and admission watch;
+- after it, what vLLM sends is gathered into at most one message per `interval_s`, and the
+  response's end goes out as soon as vLLM is done (`last`: the replica puts it on the final
+  chunk with the counts);
+- after `heartbeat_s` without a message an empty one goes out, so the caller's idle timeout
+  tells a silent replica from a busy one (a queued request, a response that is not streamed).
+`interval_s` 0 sends whatever has gathered at each wake-up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from services.replica.asgi_call import Exchange, ResponseStart
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One message's worth of the response; all fields empty: a heartbeat."""
+
+    start: ResponseStart | None
+    body: bytes
+    output_tokens: int
+    """The request's output tokens so far (all choices), when this piece was taken."""
+    last: bool = False
+    """The response is complete after this piece."""
+
+
+async def pieces(
+    exchange: Exchange,
+    output_tokens: Callable[[], int],
+    interval_s: float,
+    heartbeat_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[Piece]:
+    """The response of `exchange` regrouped as the module docstring says; ends after the piece
+    with `last` set. An exception of the application comes after what preceded it."""
+    first_tokens = 0
+    """Output tokens when the first piece carrying tokens went out (0: none yet)."""
+    last_sent = clock()
+    while True:
+        if not await exchange.wait(heartbeat_s):
+            yield Piece(None, b"", output_tokens())
+            last_sent = clock()
+            continue
+        if interval_s > 0 and 0 < first_tokens < output_tokens():
+            left = last_sent + interval_s - clock()
+            if left > 0:  # gather until the interval is over or the response ends
+                await exchange.wait(left, end_only=True)
+        taken = exchange.take()
+        tokens = output_tokens()
+        start = next((e for e in taken if isinstance(e, ResponseStart)), None)
+        body = b"".join(e for e in taken if isinstance(e, bytes))
+        last = exchange.complete
+        if not taken and not last:
+            continue
+        if tokens and not first_tokens:
+            first_tokens = tokens
+        last_sent = clock()
+        yield Piece(start, body, tokens, last)
+        if last:
+            return
