@@ -4,7 +4,10 @@ latency (core/delivered.py), on the monotonic clock."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.ingress.core.delivered import DeliveredGuard, DeliveredGuardConfig
@@ -48,18 +51,62 @@ class AdmissionGate:
         )
 
 
+class LoopLag:
+    """How late this event loop runs its callbacks: a task sleeps `interval_s` again and again
+    and records how much longer each sleep took; `recent_s` is the largest lateness of the last
+    `window_s`. Every step of a new request (its admission, its first chunk's relay) waits about
+    that long on a loop this busy."""
+
+    def __init__(
+        self,
+        interval_s: float = 0.05,
+        window_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.interval_s = interval_s
+        self.window_s = window_s
+        self._clock = clock
+        self._sleep = sleep
+        self._late: deque[tuple[float, float]] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start measuring on the running loop (once)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def run(self, ticks: int | None = None) -> None:
+        n = 0
+        while ticks is None or n < ticks:
+            t0 = self._clock()
+            await self._sleep(self.interval_s)
+            now = self._clock()
+            self._late.append((now, max(0.0, now - t0 - self.interval_s)))
+            n += 1
+
+    def recent_s(self) -> float:
+        horizon = self._clock() - self.window_s
+        while self._late and self._late[0][0] < horizon:
+            self._late.popleft()
+        return max((late for _, late in self._late), default=0.0)
+
+
 class DeliveredGate:
     """Answers requests predicted to miss their SLO on what this ingress's streams measured
     (429 + Retry-After at once, drop reason `deadline-infeasible`), and feeds the guard the
-    times of the streams it lets in."""
+    times of the streams it lets in. The loop's current lateness (`LoopLag`) counts as time
+    the request has already spent: its admission and first chunk will wait that long here."""
 
     def __init__(self, config: DeliveredGuardConfig, observer: RequestObserver) -> None:
         self.guard = DeliveredGuard(config)
         self.observer = observer
+        self.lag = LoopLag()
 
     def check(self, req: Request) -> None:
         """Raises the 429 APIError when `req` is predicted to miss its TTFT or TPOT objective."""
-        waited = max(0.0, time.time() - req.arrival_s)
+        self.lag.start()
+        waited = max(0.0, time.time() - req.arrival_s) + self.lag.recent_s()
         slo = req.slo
         verdict = self.guard.check(
             req.model, slo.ttft_deadline_s, slo.tpot_target_s, waited, time.monotonic()

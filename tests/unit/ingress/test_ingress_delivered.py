@@ -109,3 +109,22 @@ def test_unknown_ids_are_ignored() -> None:
     guard.first_token("nobody", 1.0)
     guard.end("nobody", 5, 2.0)
     assert guard.in_flight(M) == 0
+
+
+def test_loop_lag_is_the_largest_lateness_of_the_recent_window() -> None:
+    import asyncio
+
+    from services.ingress.admission_gate import LoopLag
+
+    now = [0.0]
+    late = iter([0.0, 0.3, 0.05, 0.0])
+
+    async def sleep(s: float) -> None:
+        now[0] += s + next(late)
+
+    lag = LoopLag(interval_s=0.1, window_s=1.0, clock=lambda: now[0], sleep=sleep)
+    assert lag.recent_s() == 0.0
+    asyncio.run(lag.run(ticks=4))
+    assert abs(lag.recent_s() - 0.3) < 1e-9
+    now[0] += 5.0  # all of it older than the window
+    assert lag.recent_s() == 0.0
