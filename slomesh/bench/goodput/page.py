@@ -173,7 +173,9 @@ def render(data: Mapping[str, Any]) -> str:
         "*x bare* is goodput over bare vLLM's at the same rate; *bursts* counts served answers "
         "whose tokens after the first all arrived within 0.5 ms per token of it: held back "
         "somewhere between the engine and the benchmark's client (the client's own event loop "
-        "on a loaded machine included) and read at once, not as generated.",
+        "on a loaded machine included) and read at once, not as generated. The benchmark's "
+        f"client runs at nice {plan.get('client_nice', 0)} for every system (a client waiting "
+        "for a core would stamp its own wait into every TTFT).",
         "",
         "Command:",
         "",
