@@ -16,6 +16,7 @@ from services.ingress.core.request_meta import AdmissionConfig
 from services.ingress.core.slo import SLOPolicy, resolve_slo
 from services.ingress.core.tenancy import TenancyConfig
 from services.ingress.predictor_feed import PredictorFeedConfig
+from services.ingress.shard_router import ShardRoutingConfig
 from shared.rpc.client import Transport
 from shared.telemetry import TracingConfig
 
@@ -95,6 +96,9 @@ class IngressArgs(BaseModel):
     admit_timeout_s: float = Field(12.0, gt=0)
     """Deadline of scheduler.Admit, which may hold a request in the global queue: keep it above
     the scheduler's max_queue_wait_ms."""
+    scheduler: ShardRoutingConfig = ShardRoutingConfig()
+    """The scheduler shards requests are admitted through (shard_router.py): their
+    application names, and whether to look for more. Default: the one `scheduler`."""
     predictor_feed: PredictorFeedConfig = PredictorFeedConfig()
     """Fast-path predictions and completions go to the predictor in batches (one
     predictor.Batch call per max_items or interval_ms; predictor_feed.py)."""

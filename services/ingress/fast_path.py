@@ -28,8 +28,15 @@ from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
 
 
 class FastPath:
-    def __init__(self, client: Callable[[], MeshClient], enabled: bool = True) -> None:
+    def __init__(
+        self,
+        client: Callable[[], MeshClient],
+        enabled: bool = True,
+        application: str = "scheduler",
+    ) -> None:
         self._client = client
+        self.application = application
+        """The scheduler (shard) that grants these credits and hears of their placements."""
         """The owner's mesh client, looked up at each call (tests swap it)."""
         self.enabled = enabled
         self.ledger = CreditLedger()
@@ -85,7 +92,7 @@ class FastPath:
                 replica=replica,
             )
             try:
-                grant = await self._client().call("scheduler", "scheduler", "Place", notice)
+                grant = await self._client().call(self.application, "scheduler", "Place", notice)
             except CallFailed:
                 self.ledger.give_back(replica.application, epoch)
                 return
@@ -129,7 +136,7 @@ class FastPath:
         async def ask() -> None:
             try:
                 grant = await self._client().call(
-                    "scheduler",
+                    self.application,
                     "scheduler",
                     "Lease",
                     scheduler_pb2.LeaseRequest(ingress_id=self.ingress_id),

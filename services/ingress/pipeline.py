@@ -38,10 +38,11 @@ from services.ingress.core.request_view import (
 )
 from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
-from services.ingress.fast_path import FastPath
 from services.ingress.observer import NullObserver, RequestObserver
 from services.ingress.predictor_feed import PredictorFeed
 from services.ingress.relay import StreamRelay
+from services.ingress.shard_admission import ShardedAdmission
+from services.ingress.shard_router import ShardedFastPath, ShardRouter
 from services.ingress.slicing import slice_streams
 from services.ingress.tokenizers import load_tokenizers
 from shared.domain import SLO, Request
@@ -74,7 +75,7 @@ class Admitted:
     """Response headers slomesh adds to vLLM's (an entitlement's clamp)."""
 
 
-class Pipeline(StreamRelay):
+class Pipeline(ShardedAdmission, StreamRelay):
     def __init__(self, args: IngressArgs, observer: RequestObserver | None = None) -> None:
         self.args = args
         self.observer: RequestObserver = observer or NullObserver()
@@ -94,7 +95,12 @@ class Pipeline(StreamRelay):
         self.default_model = args.models[0].name if args.models else ""
         """The model of a request that names none (vLLM serves its first)."""
         self._class_ttfts = [c.ttft_ms / 1e3 for c in args.slo.classes.values()]
-        self.fast = FastPath(lambda: self.client)  # lease credits, if the scheduler grants
+        self.shards = ShardRouter(args.scheduler, lambda: self.client)
+        """The scheduler shards and which one admits a request (shard_router.py)."""
+        self.admitted_by: dict[str, str] = {}
+        """Request id -> the shard that admitted it (its Report goes there)."""
+        self.fast = ShardedFastPath(lambda: self.client, self.shards)
+        """Lease credits, if the shards grant them (fast_path.py)."""
         self.gate = AdmissionGate(args.reject_hold_off_s, self.observer)
         self.delivered = DeliveredGate(args.delivered_guard, self.observer)
         """Admission on the latency this ingress's streams measured (core/delivered.py)."""
@@ -239,11 +245,13 @@ class Pipeline(StreamRelay):
         """Where the request runs: on a lease credit at once (fast_path.py: the prediction and
         the scheduler's notice follow in the background), else Predict, then Admit (which may
         queue it: QLM). Raises APIError on a rejection."""
-        replica = self.fast.take(req.model)
-        if replica is not None:
+        taken = self.fast.take(req.model, req.request_id)
+        if taken is not None:
+            replica, shard = taken
+            self.admitted_by[req.request_id] = shard
             span.set_attribute("slomesh.fast_path", True)
             span.set_attribute("slomesh.replica", replica.application)
-            self.fast.notify(meta, self._predict_later(meta, prompt), replica)
+            self.fast.notify(meta, self._predict_later(meta, prompt), replica, shard)
             reply = scheduler_pb2.AdmitReply(admitted=True, replica=replica)
             return reply, scheduler_pb2.AdmitRequest(meta=meta)
         prediction = await self._predict(meta, prompt)
@@ -263,31 +271,8 @@ class Pipeline(StreamRelay):
             self.observer.rejected(req.slo.class_name, reply.reason)
             raise scheduler_rejection(reply.reason, reply.retry_after_s, reply.drop_reason)
         span.set_attribute("slomesh.replica", reply.replica.application)
-        self.fast.admitted(req.model)  # headroom: credits may be granted
+        self.fast.admitted(req.model, self.scheduler_of(req.request_id))  # credits may follow
         return reply, admit_msg
-
-    async def _admit_call(self, message: scheduler_pb2.AdmitRequest) -> Any:
-        """scheduler.Admit, retried while the scheduler is UNAVAILABLE (restarting: its queue
-        died with it) until admit_timeout_s is spent; then 503. A request queued in a scheduler
-        that dies is so admitted again by the new one, or answered with a clear error."""
-        deadline = time.monotonic() + self.args.admit_timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                return await self.client.call(
-                    "scheduler", "scheduler", "Admit", message, max(left, 0.1)
-                )
-            except CallFailed as err:
-                if err.code != "UNAVAILABLE" or left < 1.0:
-                    raise APIError(
-                        503,
-                        f"scheduler unavailable: {err.code}",
-                        "server_overloaded",
-                        None,
-                        "service_unavailable",
-                        1.0,
-                    ) from None
-            await asyncio.sleep(0.5)
 
     async def health(self, need_room: bool = True) -> tuple[bool, str]:
         """Whether the mesh serves now: every configured model has a replica that has answered
@@ -297,18 +282,19 @@ class Pipeline(StreamRelay):
         if need_room and self.admitting >= self.args.max_admitting_requests:
             return False, "ingress at capacity (max_admitting_requests)"
         try:
-            reply = await self.client.call(
-                "scheduler", "scheduler", "Health", scheduler_pb2.HealthQuery(), timeout_s=1.0
-            )
+            replies = await self._shard_health()
         except CallFailed as err:
             return False, f"scheduler unavailable: {err.code}"
-        waiting = [m for m in self.models if m not in set(reply.ready_models)]
+        ready = {m for r in replies for m in r.ready_models}
+        waiting = [m for m in self.models if m not in ready]
         if waiting:
             names = ", ".join(f"'{m}'" for m in waiting)
             return False, f"starting: no replica of model {names} is ready yet"
         if not need_room:
             return True, ""
-        return bool(reply.can_admit), str(reply.reason)
+        if any(r.can_admit for r in replies):
+            return True, ""
+        return False, str(replies[0].reason)
 
     async def _predict(
         self, meta: common_pb2.RequestMeta, prompt: str
@@ -357,6 +343,8 @@ class Pipeline(StreamRelay):
         reason: str,
     ) -> None:
         meta = request_to_meta(req)
+        shard = self.scheduler_of(req.request_id)
+        self.admitted_by.pop(req.request_id, None)
         report = scheduler_pb2.CompletionReport(
             meta=meta,
             replica=replica,
@@ -369,7 +357,7 @@ class Pipeline(StreamRelay):
         async def send() -> None:
             try:
                 await self.fast.settled(req.request_id)  # the scheduler knows of it first
-                await self._call("scheduler", "Report", report)
+                await self._call(shard, "Report", report)
                 if reason in ("stop", "length"):
                     self.feed.observe(meta, tokens)  # batched (predictor_feed.py)
             except (APIError, CallFailed):

@@ -19,8 +19,8 @@ from opentelemetry import trace
 from services.ingress.admission_gate import DeliveredGate
 from services.ingress.args import IngressArgs
 from services.ingress.core.errors import APIError, server_error
-from services.ingress.fast_path import FastPath
 from services.ingress.observer import RequestObserver
+from services.ingress.shard_router import ShardedFastPath
 from shared.domain import Request
 from shared.metrics.records import RequestRecord
 from shared.rpc.client import CallFailed
@@ -31,8 +31,11 @@ from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
 class StreamRelay:
     args: IngressArgs
     observer: RequestObserver
-    fast: FastPath
+    fast: ShardedFastPath
     delivered: DeliveredGate
+
+    def scheduler_of(self, request_id: str) -> str:
+        raise NotImplementedError  # Pipeline.scheduler_of
 
     def _report(
         self,
@@ -152,4 +155,4 @@ class StreamRelay:
             meta=request_to_meta(req), replica=replica, finish_reason=reason
         )
         with contextlib.suppress(APIError, CallFailed):
-            await self._call("scheduler", "Report", report)
+            await self._call(self.scheduler_of(req.request_id), "Report", report)

@@ -19,6 +19,7 @@ from services.scheduler.core.leases import LeaseConfig
 from services.scheduler.core.live_view import LiveReplica
 from services.scheduler.core.qlm.length_estimates import hint_from_prediction
 from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
+from services.scheduler.shard_peers import ShardConfig
 from shared.domain import HardwareProfile, Request
 from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
@@ -107,6 +108,9 @@ class SchedulerArgs(BaseModel):
     leases: LeaseConfig = LeaseConfig()
     """Admission leases (core/leases.py): credits that let ingresses place requests without an
     Admit round trip while the cluster has headroom (`enabled`, `max_credits`, `ttl_ms`)."""
+    shard: ShardConfig = ShardConfig()
+    """This scheduler as one of several active-active shards (shard_peers.py): its name, its
+    peers, the usage exchange's interval. Default: the one scheduler, named `scheduler`."""
     profile_files: list[str] = Field(default_factory=list)
     """Profile files (`slomesh profile` output, shared/profiles/io.py format) whose profiles
     replace the roofline defaults for matching (gpu, model, tensor_parallel) replicas."""

@@ -21,6 +21,8 @@ from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
 from services.scheduler.leasing import LeaseDesk
 from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.shard_member import ShardMember
+from services.scheduler.shard_peers import ShardPeers
 from shared.domain import Request
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.convert import REPLICA_UNAVAILABLE
@@ -32,7 +34,7 @@ from shared.telemetry import incoming_context, setup_tracing, tracer
 
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
-class SchedulerDeployment:
+class SchedulerDeployment(ShardMember):
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = SchedulerArgs.model_validate(args)
         if self.args.transport == "grpc":  # its calls go through Serve's gRPC proxy
@@ -68,6 +70,15 @@ class SchedulerDeployment:
         now = time.time()
         for name in self.core.replicas:
             self.core.set_health(name, False, now)
+        self.shards = ShardPeers(
+            self.args.shard,
+            [(r.application, r.model) for r in self.args.replicas],
+            self.client,
+            lambda: getattr(getattr(self.core.policy, "selector", None), "vtc", None),
+            self._owned_changed,
+        )
+        """This scheduler as one shard among its peers (shard_peers.py): the replicas it owns
+        (the only ones it probes, places and pulls on) and the tenant usage exchange."""
         self._start_reconciler()  # Serve runs the constructor on the replica's event loop
 
     async def __call__(self, request: Any) -> Any:
@@ -202,6 +213,7 @@ class SchedulerDeployment:
         except RuntimeError:
             return
         self._reconciler = loop.create_task(self._reconcile_loop())
+        self.shards.start()
 
     def ready_models(self) -> list[str]:
         """Models with a replica that has answered a Status probe and answers still."""
@@ -213,26 +225,31 @@ class SchedulerDeployment:
         a replica that does not answer is marked unhealthy (no placements or pulls) until it
         answers again; admissions a replica does not hold are released (core/admission.py)."""
         while True:
-            names = list(self.core.replicas)
-            states = await asyncio.gather(*(self._status(n) for n in names))
-            for name, state in zip(names, states, strict=True):
-                now = time.time()
-                if state is not None:
-                    self.answered.add(name)
-                if self.core.record_probe(
-                    name, state is not None, now, self.args.failures_to_unhealthy
-                ):
-                    self._dispatch()
-                if state is not None and name not in self._pooled:
-                    self._queue_report(name, state)
-                if state is None or name in self._pooled:
-                    continue
-                lost = self.core.release_unheld(
-                    name, set(state.request_ids), now, self.args.admit_lease_ms / 1e3
-                )
-                if lost:
-                    self._dispatch()
+            await self._probe([n for n in self.core.replicas if n in self.shards.owned])
             await asyncio.sleep(self.args.reconcile_interval_ms / 1e3)
+
+    async def _probe(self, names: list[str]) -> None:
+        """One Status probe of each of `names`, in parallel, and what follows from the answers."""
+        states = await asyncio.gather(*(self._status(n) for n in names))
+        for name, state in zip(names, states, strict=True):
+            if name not in self.shards.owned:
+                continue  # handed over while the probe ran
+            now = time.time()
+            if state is not None:
+                self.answered.add(name)
+            if self.core.record_probe(
+                name, state is not None, now, self.args.failures_to_unhealthy
+            ):
+                self._dispatch()
+            if state is not None and name not in self._pooled:
+                self._queue_report(name, state)
+            if state is None or name in self._pooled:
+                continue
+            lost = self.core.release_unheld(
+                name, set(state.request_ids), now, self.args.admit_lease_ms / 1e3
+            )
+            if lost:
+                self._dispatch()
 
     def _queue_report(self, application: str, state: common_pb2.ReplicaState) -> None:
         """A replica's queue as the TTFT guard reads it (core/ttft_admission.py)."""
@@ -327,6 +344,7 @@ class SchedulerDeployment:
             queued=self.core.queued,
             in_flight=sum(len(r.in_flight) for r in self.core.replicas.values()),
             ready_models=self.ready_models(),
+            **self.shard_health(),
         )
 
     async def AutoscaleSignal(

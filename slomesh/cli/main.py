@@ -24,6 +24,7 @@ from slomesh.cli import (
     predictor,
     profile,
     profile_forward,
+    shards,
     up,
 )
 from slomesh.cli.errors import UsageError, describe
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     engine_check.add_parser(sub)
     up.add_parsers(sub)
+    shards.add_parser(sub)
     bench_mesh.add_parser(sub)
     bench_goodput.add_parser(sub)
     bench_solver.add_parser(sub)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from slomesh.cli import listeners, mesh, readiness
 from slomesh.cli.errors import UsageError
+from slomesh.cli.shards import with_shards
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 
@@ -43,6 +44,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     up.add_argument("--config", type=Path, help="a Serve config (default: by --engine)")
     up.add_argument("--num-cpus", type=int, help="CPUs Ray may schedule (default: all)")
+    up.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="scheduler shards, active-active, dividing the replicas (default: the config's "
+        "one scheduler); 1 also lets shards be added later (`slomesh shard add`)",
+    )
     up.add_argument(
         "--stack",
         help="serving stack: a shipped stack name (slomesh/stacks/library) or a stack file "
@@ -128,6 +136,11 @@ def run_up(args: argparse.Namespace) -> int:
             config = apply_stack(config, load_stack(stack_name))
         except ValueError as err:
             raise UsageError(f"--stack: {err}") from None
+    if args.shards is not None:
+        try:
+            config = with_shards(config, args.shards)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     if args.config is None:  # vLLM runs it; simulated replicas serve with its tokenizer
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 

@@ -27,6 +27,11 @@ asks `pick` whenever it has room).
   lift the paper already applies, and the state stays bounded by the tenants of the last
   `idle_s` however many distinct names arrive.
 
+- Shards (`charged`, `absorb`): a scheduler shard publishes `charged`, the weighted tokens it
+  charged each tenant (lifts excluded), and adds what its peers charged since their last
+  report to its own counters (`absorb`), so each shard picks by the tenant's service across the
+  cluster. A tenant this shard keeps no state for is skipped: it is lifted when it arrives.
+
 Pure: no clock, no I/O; the caller says when tenants' queues change and what time it is.
 """
 
@@ -70,6 +75,9 @@ class VirtualTokenCounter:
         """c_u, weighted tokens (see the module docstring)."""
         self.served_tokens: dict[str, float] = {}
         """Unweighted tokens charged per tenant (input + output, actual once finished)."""
+        self.charged: dict[str, float] = {}
+        """Weighted tokens this counter charged per tenant itself: counters without lifts and
+        without what `absorb` added (what a shard tells its peers)."""
         self._active: dict[str, int] = {}
         """Tenants with queued requests -> how many."""
         self._last_left: float = 0.0
@@ -100,10 +108,20 @@ class VirtualTokenCounter:
             if tenant in self._active or self._open_count.get(tenant, 0) > 0:
                 self._last_seen[tenant] = now_s
                 continue
-            for table in (self.counters, self.served_tokens, self._weights):
+            for table in (self.counters, self.served_tokens, self._weights, self.charged):
                 table.pop(tenant, None)
             dropped += 1
         return dropped
+
+    def absorb(self, tenant: str, weighted_tokens: float) -> None:
+        """Add service `tenant` received elsewhere (another shard's charges) to its counter;
+        nothing for a tenant without state here (it is lifted when it arrives)."""
+        if tenant in self.counters:
+            self.counters[tenant] += weighted_tokens
+
+    def _own(self, tenant: str, weighted_tokens: float) -> None:
+        self.counters[tenant] = self.counters.get(tenant, 0.0) + weighted_tokens
+        self.charged[tenant] = self.charged.get(tenant, 0.0) + weighted_tokens
 
     @property
     def tenants(self) -> int:
@@ -166,7 +184,7 @@ class VirtualTokenCounter:
             self.cfg.input_token_weight * input_tokens
             + self.cfg.output_token_weight * predicted_output_tokens
         )
-        self.counters[tenant] = self.counters.get(tenant, 0.0) + cost / w
+        self._own(tenant, cost / w)
         self.served_tokens[tenant] = (
             self.served_tokens.get(tenant, 0.0) + input_tokens + predicted_output_tokens
         )
@@ -190,8 +208,7 @@ class VirtualTokenCounter:
         if ch is None:
             return
         delta = output_tokens - ch.predicted_output
-        c = self.counters.get(ch.tenant, 0.0)
-        self.counters[ch.tenant] = c + self.cfg.output_token_weight * delta / ch.weight
+        self._own(ch.tenant, self.cfg.output_token_weight * delta / ch.weight)
         self.served_tokens[ch.tenant] = self.served_tokens.get(ch.tenant, 0.0) + delta
 
     def refund(self, request_id: str, input_tokens: int) -> None:
@@ -204,7 +221,7 @@ class VirtualTokenCounter:
             self.cfg.input_token_weight * input_tokens
             + self.cfg.output_token_weight * ch.predicted_output
         )
-        self.counters[ch.tenant] = self.counters.get(ch.tenant, 0.0) - cost / ch.weight
+        self._own(ch.tenant, -cost / ch.weight)
         self.served_tokens[ch.tenant] = self.served_tokens.get(ch.tenant, 0.0) - (
             input_tokens + ch.predicted_output
         )

@@ -60,18 +60,54 @@ class HealthQuery(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models")
+    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas")
     CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     READY_MODELS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     can_admit: bool
     reason: str
     queued: int
     in_flight: int
     ready_models: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ...) -> None: ...
+    shard: str
+    shards: _containers.RepeatedScalarFieldContainer[str]
+    replicas: _containers.RepeatedCompositeFieldContainer[ModelReplicas]
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ...) -> None: ...
+
+class ModelReplicas(_message.Message):
+    __slots__ = ("model", "ready")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    ready: int
+    def __init__(self, model: _Optional[str] = ..., ready: _Optional[int] = ...) -> None: ...
+
+class TenantUsage(_message.Message):
+    __slots__ = ("tenant", "charged")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    CHARGED_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    charged: float
+    def __init__(self, tenant: _Optional[str] = ..., charged: _Optional[float] = ...) -> None: ...
+
+class ShardUsage(_message.Message):
+    __slots__ = ("shard", "epoch", "sent_unix_s", "tenants", "shards")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SENT_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    shard: str
+    epoch: str
+    sent_unix_s: float
+    tenants: _containers.RepeatedCompositeFieldContainer[TenantUsage]
+    shards: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, shard: _Optional[str] = ..., epoch: _Optional[str] = ..., sent_unix_s: _Optional[float] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., shards: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
     __slots__ = ("ingress_id",)

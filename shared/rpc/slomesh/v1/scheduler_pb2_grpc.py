@@ -65,6 +65,11 @@ class SchedulerStub:
                 request_serializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
                 _registered_method=True)
+        self.Exchange = channel.unary_unary(
+                '/slomesh.v1.Scheduler/Exchange',
+                request_serializer=slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -113,6 +118,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Exchange(self, request, context):
+        """Scheduler shards exchange tenant usage and which shards are alive
+        (services/scheduler/shard_peers.py): the caller sends its own, the callee answers its own.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +158,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.Place,
                     request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.FromString,
                     response_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.SerializeToString,
+            ),
+            'Exchange': grpc.unary_unary_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.FromString,
+                    response_serializer=slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,6 +327,33 @@ class Scheduler:
             '/slomesh.v1.Scheduler/Place',
             slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
             slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exchange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Scheduler/Exchange',
+            slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.SerializeToString,
+            slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,69 @@
+"""The scheduler deployment's side as one shard of several (shard_peers.py): ownership changes,
+the peers' `Exchange` RPC and what `Health` tells ingresses about the shards."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.shard_peers import ShardPeers
+from shared.rpc.mesh_auth import require_mesh_credential
+from shared.rpc.slomesh.v1 import scheduler_pb2
+
+
+class ShardMember:
+    """Mixed into SchedulerDeployment, whose attributes it uses."""
+
+    core: AdmissionCore
+    shards: ShardPeers
+    answered: set[str]
+    _tasks: set[asyncio.Task[None]]
+
+    def _dispatch(self) -> None: ...
+
+    async def _probe(self, names: list[str]) -> None: ...
+
+    def _start_reconciler(self) -> None: ...
+
+    def _owned_changed(self, gained: set[str], lost: set[str]) -> None:
+        """Shard ownership moved (shard_peers.py): replicas handed to another shard are
+        unavailable here at once (their queued work re-planned over the rest); those taken over
+        are probed now and serve from their first answer."""
+        now = time.time()
+        for name in lost:
+            self.core.record_probe(name, False, now, 1)
+        self._dispatch()
+        if gained:
+            task = asyncio.get_running_loop().create_task(self._probe(sorted(gained)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def shard_health(self) -> dict[str, Any]:
+        """HealthReply fields of the shards: this one's name, the live shards, its ready
+        replicas per model (ingresses route by them: services/ingress/shard_router.py)."""
+        return {
+            "shard": self.shards.cfg.name,
+            "shards": self.shards.live(),
+            "replicas": [
+                scheduler_pb2.ModelReplicas(model=m, ready=n)
+                for m, n in self.shards.ready_counts(self._ready).items()
+            ],
+        }
+
+    def _ready(self, application: str) -> bool:
+        rep = self.core.replicas[application]
+        return rep.healthy and application in self.answered
+
+    async def Exchange(
+        self,
+        request: scheduler_pb2.ShardUsage,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> scheduler_pb2.ShardUsage:
+        """A peer shard's tenant usage and view of the shards; answered with this shard's."""
+        require_mesh_credential(grpc_context, "scheduler.Exchange")
+        self._start_reconciler()
+        self.shards.receive(request)
+        return self.shards.snapshot()

@@ -1,0 +1,106 @@
+"""Scheduler shards in a mesh config (`slomesh up --shards N`), and a shard added to or removed
+from a running mesh (`slomesh shard add|remove NAME`).
+
+`with_shards` turns the config's one `scheduler` application into N shards, `scheduler`,
+`scheduler-1`, ..., each with the same arguments (every replica: the live shards divide them,
+services/scheduler/shard_peers.py) plus its name and its peers, and tells the ingress their
+names (services/ingress/shard_router.py). A shard added later is one more such application; the
+others learn of it at their next exchange and hand it its share of the replicas; the ingresses
+learn of it from their shards' Health. A shard removed stops answering: its peers take its
+replicas back and the ingresses send its requests to the next shard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from pathlib import Path
+from typing import Any
+
+from slomesh.cli import mesh
+from slomesh.cli.errors import UsageError
+
+SCHEDULER = "scheduler"
+"""The scheduler application's name in the shipped configs (the first shard keeps it)."""
+
+
+def shard_names(count: int) -> list[str]:
+    """The shards' application names: `scheduler`, `scheduler-1`, ..."""
+    return [SCHEDULER if i == 0 else f"{SCHEDULER}-{i}" for i in range(count)]
+
+
+def shard_app(base: dict[str, Any], name: str, peers: list[str]) -> dict[str, Any]:
+    """The config entry of shard `name`: `base`'s (the scheduler entry) with its name and peers."""
+    app = copy.deepcopy(base)
+    app["name"] = name
+    app["route_prefix"] = f"/{name}"
+    args = app.setdefault("args", {})
+    shard = dict(args.get("shard") or {})
+    shard.update({"name": name, "peers": [p for p in peers if p != name]})
+    args["shard"] = shard
+    return app
+
+
+def with_shards(config: dict[str, Any], count: int) -> dict[str, Any]:
+    """`config` with its scheduler application split into `count` shards (module docstring);
+    with 1, the one scheduler, but its ingress looks for shards added later."""
+    if count < 1:
+        raise ValueError(f"--shards must be at least 1, got {count}")
+    out = copy.deepcopy(config)
+    apps = out["applications"]
+    base = next((a for a in apps if a["name"] == SCHEDULER), None)
+    if base is None:
+        raise ValueError(f"--shards: the config has no `{SCHEDULER}` application")
+    names = shard_names(count)
+    shards = [shard_app(base, n, names) for n in names]
+    at = apps.index(base)
+    out["applications"] = [*apps[:at], *shards, *apps[at + 1 :]]
+    for app in out["applications"]:
+        if app["name"] == "ingress":
+            args = app.setdefault("args", {})
+            routing = dict(args.get("scheduler") or {})
+            routing.update({"shards": names, "discover": True})
+            args["scheduler"] = routing
+    return out
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("shard", help="add or remove a scheduler shard of the running mesh")
+    p.add_argument("action", choices=["add", "remove"])
+    p.add_argument("name", help="the shard's application name, e.g. scheduler-2")
+    p.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
+    p.add_argument("--config", type=Path, help="the config the mesh runs (default: by --engine)")
+    p.add_argument(
+        "--peers",
+        default=SCHEDULER,
+        help="add: running shards the new one introduces itself to (comma-separated)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ray
+    from ray import serve
+
+    from slomesh.cli.mesh import _builder
+
+    config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
+    base = next((a for a in config["applications"] if a["name"] == SCHEDULER), None)
+    if base is None:
+        raise UsageError(f"--config has no `{SCHEDULER}` application")
+    mesh.load_mesh_token()
+    ray.init(address="auto", log_to_driver=False)
+    if args.action == "remove":
+        serve.delete(args.name)
+        print(f"shard {args.name} removed")
+        return 0
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    app = shard_app(base, args.name, [*peers, args.name])
+    serve.run(
+        _builder(app["import_path"])(app["args"]),
+        name=app["name"],
+        route_prefix=app["route_prefix"],
+        blocking=False,
+    )
+    print(f"shard {args.name} added; peers {', '.join(peers)}")
+    return 0

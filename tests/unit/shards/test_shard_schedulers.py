@@ -1,0 +1,159 @@
+"""Scheduler shards in one event loop (services/scheduler/shard_peers.py, shard_member.py):
+they divide the replicas, tell ingresses about it in Health, take over a dead peer's replicas
+and hand them back when it returns, learn of a shard added later, and pass tenant usage so
+each shard's counters include what the others charged."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from shared.rpc.client import CallFailed
+from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+
+LLAMA = "llama-3.1-8b"
+REPLICAS = [f"replica-{i}" for i in range(4)]
+
+
+class Mesh:
+    """The shards' mesh client: scheduler calls go to the shard objects (a shard in `dead`, or
+    not started, fails UNAVAILABLE, as a dead Serve replica's handle does), Status probes are
+    answered for every replica."""
+
+    def __init__(self) -> None:
+        self.shards: dict[str, Any] = {}
+        self.dead: set[str] = set()
+
+    async def call(
+        self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
+    ) -> Any:
+        if kind == "scheduler":
+            if application in self.dead or application not in self.shards:
+                raise CallFailed(application, "UNAVAILABLE", "gone")
+            return await getattr(self.shards[application], method)(message)
+        assert (kind, method) == ("replica", "Status")
+        ref = common_pb2.ReplicaRef(application=application, gpu="A100-80GB", model=LLAMA)
+        return common_pb2.ReplicaState(replica=ref)
+
+    def start(self, name: str, peers: list[str]) -> Any:
+        from services.scheduler.deployment import SchedulerDeployment
+
+        args = {
+            "replicas": [{"application": a, "gpu": "A100-80GB", "model": LLAMA} for a in REPLICAS],
+            "reconcile_interval_ms": 20,
+            "tracing": {"exporter": "none"},
+            "shard": {"name": name, "peers": peers, "exchange_interval_ms": 20},
+        }
+        shard = SchedulerDeployment.func_or_class(args)
+        shard.client = self
+        shard.shards.client = self
+        self.shards[name] = shard
+        return shard
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Wait (a bounded number of event-loop rounds) until `done`; the caller asserts it."""
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+
+
+def _admit(rid: str) -> scheduler_pb2.AdmitRequest:
+    meta = common_pb2.RequestMeta(
+        request_id=rid,
+        model=LLAMA,
+        input_tokens=20,
+        max_tokens=16,
+        slo=common_pb2.Slo(ttft_slo_ms=60_000),
+        arrival_unix_s=time.time(),
+    )
+    return scheduler_pb2.AdmitRequest(meta=meta)
+
+
+def _ready(health: scheduler_pb2.HealthReply) -> dict[str, int]:
+    return {r.model: r.ready for r in health.replicas}
+
+
+def test_two_shards_divide_the_replicas_and_say_so_in_health() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        b = mesh.start("scheduler-1", ["scheduler"])
+        assert a.shards.owned | b.shards.owned == set(REPLICAS)
+        assert not a.shards.owned & b.shards.owned
+        await _until(lambda: len(a.ready_models()) == len(b.ready_models()) == 1)
+        health = await a.Health(scheduler_pb2.HealthQuery())
+        assert health.shard == "scheduler"
+        assert list(health.shards) == ["scheduler", "scheduler-1"]
+        assert _ready(health) == {LLAMA: 2}
+        placed = {(await b.Admit(_admit(f"r{k}"))).replica.application for k in range(6)}
+        assert placed <= b.shards.owned
+
+    asyncio.run(run())
+
+
+def test_a_dead_shards_replicas_are_taken_over_and_handed_back() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        b = mesh.start("scheduler-1", ["scheduler"])
+        theirs = set(b.shards.owned)
+        await _until(lambda: len(a.ready_models()) == 1)
+        mesh.dead.add("scheduler-1")
+        await _until(lambda: a.shards.owned == set(REPLICAS))
+        assert a.shards.owned == set(REPLICAS)
+        await _until(lambda: _ready_count(a) == 4)
+        assert all(a.core.replicas[r].healthy for r in theirs)  # they take work from it
+        assert _ready(await a.Health(scheduler_pb2.HealthQuery())) == {LLAMA: 4}
+        mesh.dead.clear()
+        await _until(lambda: a.shards.owned.isdisjoint(theirs))
+        assert a.shards.owned == set(REPLICAS) - theirs
+        assert all(not a.core.replicas[r].healthy for r in theirs)
+
+    asyncio.run(run())
+
+
+def _ready_count(shard: Any) -> int:
+    return sum(r.healthy for r in shard.core.replicas.values())
+
+
+def test_a_shard_added_later_is_learned_and_given_its_share() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        b = mesh.start("scheduler-1", ["scheduler"])
+        await _until(lambda: len(a.ready_models()) == 1)
+        c = mesh.start("scheduler-2", ["scheduler"])  # knows only the first
+        await _until(
+            lambda: "scheduler-2" in b.shards.live() and c.shards.live() == a.shards.live()
+        )
+        assert b.shards.live() == ["scheduler", "scheduler-1", "scheduler-2"]
+        assert c.shards.live() == b.shards.live()
+        owners = [a.shards.owned, b.shards.owned, c.shards.owned]
+        assert set().union(*owners) == set(REPLICAS)
+        assert sum(len(o) for o in owners) == len(REPLICAS)
+        assert c.shards.owned
+
+    asyncio.run(run())
+
+
+def test_each_shards_counters_include_its_peers_charges() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        b = mesh.start("scheduler-1", ["scheduler"])
+        vtc_a, vtc_b = a.core.policy.selector.vtc, b.core.policy.selector.vtc
+        for vtc in (vtc_a, vtc_b):
+            vtc.enqueued("t")
+        await _until(lambda: a.shards.exchanges > 1 and b.shards.exchanges > 1)
+        before = vtc_b.counters["t"]
+        vtc_a.charge_dispatch("x", "t", 100, 50.0)
+        await _until(lambda: vtc_b.counters["t"] > before)
+        assert vtc_b.counters["t"] == before + 150.0
+        assert vtc_b.charged.get("t", 0.0) == 0.0  # not charged there: only absorbed
+        assert b.shards.max_staleness_s < 60.0
+
+    asyncio.run(run())
