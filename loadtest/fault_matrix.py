@@ -6,6 +6,10 @@ Run against a running `slomesh up` (this script attaches to its Ray cluster to k
     .venv/bin/python loadtest/fault_matrix.py --rate 8 --seconds 24 --kill-at 8 \
         [--targets ingress,predictor,profiler,scheduler,deployer,replica-0,replica-1]
 
+With scheduler shards (`slomesh up --shards 2`) a shard is a target by its application name
+(`--targets scheduler-1`): the other shard's requests should see no error and the dead shard's
+queued requests be admitted again by the other.
+
 In flight = sent before the kill and not finished by it. Outcomes: done (a final chunk and
 [DONE]), error-event (an OpenAI error chunk in the stream), cut (the stream ended with neither),
 or the HTTP status / client error. Recovery = seconds from the kill to the first request after
@@ -69,7 +73,12 @@ async def _one(client: httpx.AsyncClient, model: str, t0: float) -> Result:
 def _kill(target: str) -> str:
     import ray
 
-    deployment = "ReplicaDeployment" if target.startswith("replica-") else DEPLOYMENTS[target]
+    if target.startswith("replica-"):
+        deployment = "ReplicaDeployment"
+    elif target.startswith("scheduler"):  # a shard: scheduler, scheduler-1, ...
+        deployment = "SchedulerDeployment"
+    else:
+        deployment = DEPLOYMENTS[target]
     prefix = f"SERVE_REPLICA::{target}#{deployment}#"
     names = [
         a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)

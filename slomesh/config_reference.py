@@ -84,7 +84,8 @@ PAGES = (
           "slomesh.bench.capacity:CapacitySettings",
           "slomesh.bench.agree.workload:AgreeWorkloadSpec",
           "slomesh.bench.scenarios.diurnal:DiurnalSpec",
-          "shared.workloads.conversations:ConversationSpec")),
+          "shared.workloads.conversations:ConversationSpec",
+          "slomesh.sim.shards:ShardModel")),
 )  # fmt: skip
 
 NOT_CONFIG = frozenset({

@@ -15,6 +15,7 @@ from slomesh.cli import (
     bench_goodput,
     bench_live,
     bench_mesh,
+    bench_shards,
     bench_solver,
     conformance,
     engine_check,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_parsers(sub)
     shards.add_parser(sub)
     bench_mesh.add_parser(sub)
+    bench_shards.add_parser(sub)
     bench_goodput.add_parser(sub)
     bench_solver.add_parser(sub)
     bench_live.add_parser(sub)

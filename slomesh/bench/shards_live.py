@@ -1,0 +1,69 @@
+"""Scheduler shards on the live mesh: the admission ladder and the scheduler tier's CPU.
+
+The mesh of `slomesh bench-mesh` (zero-time simulated engines, so what is measured is the
+mesh), split into N scheduler shards (`slomesh up --shards N`). For each rate of the ladder:
+open-loop Poisson load for `seconds` (slomesh/bench/open_loop.py), p50/p99 time to first token
+(= admission latency with engines that take no time), errors, and the CPU seconds every Ray
+process spent meanwhile (psutil over the process tree of this driver, which started Ray).
+CPU per admission = the scheduler shards' CPU seconds over the requests sent (every request is
+admitted once: Admit, or Place on a lease credit, plus its Report). Before the ladder, the shards'
+CPU while the mesh is idle gives the cost of the usage exchange (and the replica probes) per
+second, which the simulator's shard model takes (slomesh/sim/shards.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from slomesh.bench.compare.cpu import tree_cpu
+from slomesh.bench.open_loop import ladder
+from slomesh.cli import mesh
+from slomesh.cli.shards import with_shards
+
+SCHEDULER_TITLE = "ServeReplica:scheduler"
+"""What the scheduler shards' Ray process titles contain (`ray::ServeReplica:scheduler-1:...`)."""
+IDLE_S = 10.0
+"""Seconds the idle mesh's CPU is measured for."""
+
+
+def _scheduler_cpu(by_process: dict[str, float]) -> float:
+    return sum(v for k, v in by_process.items() if SCHEDULER_TITLE in k)
+
+
+def run_ladder(
+    config: dict[str, Any], shards: int, url: str, rates: list[float], seconds: float, seed: int
+) -> dict[str, Any]:
+    """Start the mesh with `shards` shards, measure idle and per-rate CPU, stop it."""
+    from slomesh.cli.bench_mesh import _MODEL, _PROMPT
+
+    split = with_shards(config, shards)
+    mesh.start(split)
+    me = os.getpid()
+    try:
+        asyncio.run(ladder(url, _MODEL["simulated"], _PROMPT, [min(rates)], 3.0, seed))  # warm
+        before = tree_cpu(me)
+        time.sleep(IDLE_S)
+        idle = tree_cpu(me).minus(before)
+        steps = []
+        for rate in rates:
+            before = tree_cpu(me)
+            load = ladder(url, _MODEL["simulated"], _PROMPT, [rate], seconds, seed, 0)
+            step = asyncio.run(load)[0]
+            used = tree_cpu(me).minus(before)
+            sent = int(step["n"]) + int(step["errors"])
+            sched = _scheduler_cpu(used.by_process)
+            step["scheduler_cpu_s"] = sched
+            step["scheduler_cpu_per_admission_ms"] = 1e3 * sched / max(sent, 1)
+            step["mesh_cpu_s"] = used.outside_s
+            steps.append(step)
+    finally:
+        mesh.stop(split)
+    return {
+        "shards": shards,
+        "load_average": list(os.getloadavg()),
+        "idle_scheduler_cpu_per_s": _scheduler_cpu(idle.by_process) / IDLE_S,
+        "steps": steps,
+    }
