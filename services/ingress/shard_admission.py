@@ -52,8 +52,11 @@ class ShardedAdmission:
         failure: CallFailed | None = None
         for shard in self.shards.order(message.meta.model, rid):
             self.admitted_by[rid] = shard
+            call = self.client.call(shard, "scheduler", "Admit", message, max(left, 0.1))
             try:
-                return await self.client.call(shard, "scheduler", "Admit", message, max(left, 0.1))
+                if not self.shards.polling:
+                    return await call
+                return await self.shards.unless_down(shard, call)
             except CallFailed as err:
                 if err.code != "UNAVAILABLE":
                     raise

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,6 +54,8 @@ class _Shard:
     """Model -> the shard's ready replicas of it (unknown until its first answer)."""
     down: bool = False
     answered: bool = False
+    went_down: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while the shard is down (admissions pending there fail over)."""
 
 
 class ShardRouter:
@@ -87,8 +90,30 @@ class ShardRouter:
     def failed(self, shard: str) -> None:
         """`shard` did not answer a call (UNAVAILABLE): down until its `Health` answers."""
         info = self.table.get(shard)
-        if info is not None and not info.down:
+        if info is not None:
             info.down = True
+            info.went_down.set()
+
+    async def unless_down(self, shard: str, call: Awaitable[Any]) -> Any:
+        """`call`'s result, or CallFailed(UNAVAILABLE) as soon as `shard` is found down while it
+        runs (a shard whose process died may leave calls pending in Serve's queue for it until
+        Serve replaces it): the call is cancelled, so a live shard drops it from its queue."""
+        info = self.table.get(shard)
+        if info is None or info.down:
+            return await call
+        task = asyncio.ensure_future(call)
+        watch = asyncio.ensure_future(info.went_down.wait())
+        try:
+            await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            watch.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        raise CallFailed(shard, "UNAVAILABLE", "shard down while admitting")
 
     def start(self) -> None:
         """Poll the shards in the background (on the running loop; idempotent)."""
@@ -111,7 +136,7 @@ class ShardRouter:
             if info is None:
                 continue
             if reply is None:
-                info.down = True
+                self.failed(name)
                 continue
             got.append(reply)
             self.learn(name, reply)
@@ -121,6 +146,7 @@ class ShardRouter:
         """Take `name`'s `Health` answer into the table (and the shards it knows)."""
         info = self.table.setdefault(name, _Shard())
         info.down = False
+        info.went_down.clear()
         info.answered = True
         info.ready = {r.model: int(r.ready) for r in reply.replicas}
         if not reply.replicas and not reply.shard:  # a scheduler that knows no shards

@@ -4,11 +4,15 @@ there; the request's Report goes to the shard that admitted it; Health is every 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import pytest
 from conftest import FakeMesh, build_ingress
 from fastapi.testclient import TestClient
+
+from shared.rpc.client import CallFailed
 
 BODY = {"model": "llama", "prompt": "hello", "max_tokens": 3, "stream": True}
 SHARDS = {"scheduler": {"shards": ["scheduler", "scheduler-1"]}}
@@ -69,3 +73,32 @@ def test_every_request_is_admitted_and_reported_on_the_same_shard(
     assert admits == sorted(_reports(mesh))
     assert set(admits) <= {"scheduler", "scheduler-1"}
     assert not instance.pipeline.admitted_by  # every request's entry went with its report
+
+
+class HangingShardMesh(FakeMesh):
+    """`scheduler` died with Serve still queueing calls for it: Admit never answers there and
+    its Health times out (UNAVAILABLE here); `scheduler-1` answers."""
+
+    async def call(
+        self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
+    ) -> Any:
+        if application == "scheduler" and method == "Admit":
+            self.calls.append((application, method))
+            await asyncio.Event().wait()
+        if application == "scheduler" and method == "Health":
+            self.calls.append((application, method))
+            raise CallFailed(application, "UNAVAILABLE", "health timed out")
+        return await super().call(application, kind, method, message, timeout_s)
+
+
+def test_an_admission_pending_on_a_shard_found_down_goes_to_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mesh = HangingShardMesh()
+    app, instance = build_ingress(monkeypatch, mesh, **SHARDS)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for _ in range(3):
+            _stream(client)
+    admits = [a for a, m in mesh.calls if m == "Admit"]
+    assert admits.count("scheduler-1") == 3
+    assert instance.pipeline.shards.is_down("scheduler")
