@@ -77,7 +77,7 @@ def within_share(model: ShardModel, rate: float, seed: int) -> float:
     """Share of a probe's admissions decided within ADMISSION_P99_MS of arrival."""
     requests = generate(capacity_workload(rate), seed)
     sim = _run(requests, model, CAPACITY_CLUSTER)
-    delays = sim.sharded.admission_delays_s
+    delays = sim.cpu.admission_delays_s
     return sum(d * 1e3 <= ADMISSION_P99_MS for d in delays) / max(len(delays), 1)
 
 
@@ -105,7 +105,7 @@ def fairness(model: ShardModel, seeds: list[int], requests: int) -> dict[str, An
         jains.append(summary.jain_index)
         atts.append(summary.slo_attainment)
         lights.append(summary.attainment_by_tenant.get("light", float("nan")))
-        stale.append(sim.sharded.max_staleness_s)
+        stale.append(sim.cpu.max_staleness_s)
     return {
         "shards": model.shards,
         "jain_by_seed": jains,

@@ -1,7 +1,9 @@
 """Scheduler shards in the simulator: the shard split and each shard's decision cost.
 
-`ShardedSimulator` runs K copies of the stack's global policy, one per shard, each over the
-instances it owns (`divide_replicas`, shared/policy/shards.py, the live rule). An arrival goes
+`ShardedSimulator` runs K cluster cores (services/scheduler/core/cluster_core.py), each with
+its own copy of the stack's global policy over the instances it owns (`divide_replicas`,
+shared/policy/shards.py, the live rule); the simulator's one applier carries out every
+core's decisions. An arrival goes
 to its shard by the ingress's rule (`shard_order` of its id, weighted by the shard's instances
 of its model), and the policy decides after the shard's CPU has done it: each shard is one
 server that spends `admit_cost_ms` per admission, `report_cost_ms` per completion report and,
@@ -21,12 +23,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceHandle, Rejector
+from services.scheduler.core import events as cluster
+from services.scheduler.core.cluster_core import ClusterCore
 from services.scheduler.core.fairness.vtc import VirtualTokenCounter
-from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.shard_usage import UsageLedger
 from shared.domain import Request
-from shared.domain.engine import SliceEntry
 from shared.policy.shards import divide_replicas, shard_order
 from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.events import EventOrder
@@ -61,30 +62,17 @@ class ShardDecision:
     order = EventOrder.ARRIVAL
 
     def handle(self, sim: ShardedSimulator) -> list[object]:
-        sim.sharded.decide(self.request, self.shard, self.time_s)
+        sim.admit_on(self.shard, self.request, self.time_s)
         return []
 
 
-class ShardedPolicy(GlobalPolicy):
-    """The simulator's one global policy, fanning out to the shards' policies."""
+class ShardCpu:
+    """Each shard as one server: the CPU it spends, when it is free, and the usage exchange
+    (run with the live code at every interval: shard_usage.py and the VTC's `absorb`)."""
 
-    def __init__(
-        self,
-        model: ShardModel,
-        make_policy: Callable[[], GlobalPolicy],
-        instances: Sequence[InstanceHandle],
-        models: Sequence[str],
-        defer: Callable[[ShardDecision], None],
-    ) -> None:
+    def __init__(self, model: ShardModel, vtc: Callable[[int], VirtualTokenCounter | None]) -> None:
         self.model = model
-        names = [f"shard-{i}" for i in range(model.shards)]
-        pairs = [(i.name, m) for i, m in zip(instances, models, strict=True)]
-        owned = divide_replicas(pairs, names)
-        self.policies = [make_policy() for _ in names]
-        self.subsets = [[i for i in instances if i.name in owned[n]] for n in names]
-        self.owner = {i.name: k for k, sub in enumerate(self.subsets) for i in sub}
-        self._models = {i.name: m for i, m in zip(instances, models, strict=True)}
-        self._defer = defer
+        self._vtc = vtc
         self.busy_until = [0.0] * model.shards
         self.busy_s = [0.0] * model.shards
         """CPU seconds each shard spent."""
@@ -92,19 +80,18 @@ class ShardedPolicy(GlobalPolicy):
         """Per arrival: its decision time minus its arrival time."""
         self.max_staleness_s = 0.0
         """The oldest peer usage a decision was made with, seconds."""
-        self._ledgers = [UsageLedger() for _ in names]
+        self._ledgers = [UsageLedger() for _ in range(model.shards)]
         self._next_exchange_s = 0.0
         self._last_exchange_s = 0.0
-        self._rejector: Rejector | None = None
 
-    # ---- the shards' CPU ------------------------------------------------------------------
-    def _spend(self, shard: int, at_s: float, cost_s: float) -> float:
+    def spend(self, shard: int, at_s: float, cost_s: float) -> float:
+        """Queue `cost_s` of work on `shard` at `at_s`; when it is done."""
         done = max(at_s, self.busy_until[shard]) + cost_s
         self.busy_until[shard] = done
         self.busy_s[shard] += cost_s
         return done
 
-    def _catch_up(self, now_s: float) -> None:
+    def catch_up(self, now_s: float) -> None:
         """Run the usage exchanges due up to `now_s` (each a CPU cost on every shard)."""
         k = self.model.shards
         if k < 2:
@@ -113,10 +100,10 @@ class ShardedPolicy(GlobalPolicy):
         while self._next_exchange_s <= now_s:
             t = self._next_exchange_s
             for s in range(k):
-                self._spend(s, t, (k - 1) * self.model.exchange_cost_ms / 1e3)
-            charged = [dict(v.charged) if v is not None else {} for v in map(self._vtc, range(k))]
-            for s in range(k):
-                vtc = self._vtc(s)
+                self.spend(s, t, (k - 1) * self.model.exchange_cost_ms / 1e3)
+            vtcs = [self._vtc(s) for s in range(k)]
+            charged = [dict(v.charged) if v is not None else {} for v in vtcs]
+            for s, vtc in enumerate(vtcs):
                 for p in range(k):
                     if p == s:
                         continue
@@ -127,76 +114,79 @@ class ShardedPolicy(GlobalPolicy):
             self._last_exchange_s = t
             self._next_exchange_s = t + interval
 
-    def _vtc(self, shard: int) -> VirtualTokenCounter | None:
-        selector = getattr(self.policies[shard], "selector", None)
-        return getattr(selector, "vtc", None)
-
-    # ---- the policy hooks -----------------------------------------------------------------
-    def on_arrival(
-        self,
-        request: Request,
-        instances: Sequence[InstanceHandle],
-        rejector: Rejector,
-        now_s: float,
-    ) -> None:
-        self._rejector = rejector
-        self._catch_up(now_s)
-        weights = {
-            str(k): float(sum(self._models[i.name] == request.model for i in sub))
-            for k, sub in enumerate(self.subsets)
-        }
-        shard = int(shard_order(request.request_id, weights)[0])
-        done = self._spend(shard, now_s, self.model.admit_cost_ms / 1e3)
-        self.admission_delays_s.append(done - now_s)
-        if done <= now_s:
-            self.decide(request, shard, now_s)
-        else:
-            self._defer(ShardDecision(done, request, shard))
-
-    def decide(self, request: Request, shard: int, now_s: float) -> None:
-        self._catch_up(now_s)
+    def decided(self, now_s: float) -> None:
+        """A decision at `now_s`: how old the peers' usage is."""
         if self.model.shards > 1:
             self.max_staleness_s = max(self.max_staleness_s, now_s - self._last_exchange_s)
-        assert self._rejector is not None
-        self.policies[shard].on_arrival(request, self.subsets[shard], self._rejector, now_s)
-
-    def on_step_end(self, instance: InstanceHandle, now_s: float) -> None:
-        self.policies[self.owner[instance.name]].on_step_end(instance, now_s)
-
-    def on_finish(self, request: Request, instance: str, output_tokens: int, now_s: float) -> None:
-        shard = self.owner[instance]
-        self._catch_up(now_s)
-        self._spend(shard, now_s, self.model.report_cost_ms / 1e3)
-        self.policies[shard].on_finish(request, instance, output_tokens, now_s)
-
-    def on_engine_reject(self, request: Request, instance: str, reason: str, now_s: float) -> None:
-        self.policies[self.owner[instance]].on_engine_reject(request, instance, reason, now_s)
-
-    def on_slice_end(self, entry: SliceEntry, instance: str, now_s: float) -> None:
-        self.policies[self.owner[instance]].on_slice_end(entry, instance, now_s)
-
-    def on_instance_lost(self, instance: str, now_s: float) -> None:
-        self.policies[self.owner[instance]].on_instance_lost(instance, now_s)
 
 
 class ShardedSimulator(Simulator):
-    """The simulator with the stack's global policy split into `model.shards` shards."""
+    """The simulator with the scheduler split into `model.shards` shards."""
 
     def __init__(
         self,
-        cluster: ClusterSpec,
+        cluster_spec: ClusterSpec,
         stack: StackConfig,
         requests: Sequence[Request],
         model: ShardModel,
         progress: Callable[[int], None] | None = None,
     ) -> None:
-        super().__init__(cluster, stack, requests, progress)
-        models = [s.models[0] for s in cluster.instances for _ in range(s.count)]
-        self.sharded = ShardedPolicy(
-            model,
-            lambda: stack.global_policy(simulated=True),
-            self.instances,
-            models,
-            lambda ev: self._push(ev),  # type: ignore[arg-type]
+        super().__init__(cluster_spec, stack, requests, progress)
+        self.model = model
+        models = [s.models[0] for s in cluster_spec.instances for _ in range(s.count)]
+        self._models = {i.name: m for i, m in zip(self.instances, models, strict=True)}
+        names = [f"shard-{k}" for k in range(model.shards)]
+        owned = divide_replicas(self._models.items(), names)
+        self.subsets = [[i.name for i in self.instances if i.name in owned[n]] for n in names]
+        self.owner = {name: k for k, sub in enumerate(self.subsets) for name in sub}
+        self.cores = (
+            [self.core]
+            if model.shards == 1
+            else [
+                ClusterCore(
+                    stack.global_policy(simulated=True),
+                    [i for i in self.instances if i.name in owned[n]],
+                )
+                for n in names
+            ]
         )
-        self.global_policy = self.sharded
+        self.cpu = ShardCpu(model, self._vtc)
+
+    def _vtc(self, shard: int) -> VirtualTokenCounter | None:
+        selector = getattr(self.cores[shard].policy, "selector", None)
+        return getattr(selector, "vtc", None)
+
+    def decide(self, event: cluster.ClusterEvent) -> None:
+        """Arrivals go to their shard (the ingress's rule) and wait for its CPU; every other
+        event goes to the shard owning its instance (a report also costs that shard CPU)."""
+        now = event.now_s
+        self.cpu.catch_up(now)
+        if isinstance(event, cluster.Arrival):
+            request = event.request
+            weights = {
+                str(k): float(sum(self._models[n] == request.model for n in sub))
+                for k, sub in enumerate(self.subsets)
+            }
+            shard = int(shard_order(request.request_id, weights)[0])
+            done = self.cpu.spend(shard, now, self.model.admit_cost_ms / 1e3)
+            self.cpu.admission_delays_s.append(done - now)
+            if done <= now:
+                self.admit_on(shard, request, now)
+            else:
+                self._push(ShardDecision(done, request, shard))  # type: ignore[arg-type]
+            return
+        name = getattr(event, "instance", None)
+        targets = range(len(self.cores)) if name is None else [self.owner[name]]
+        for shard in targets:
+            if isinstance(event, cluster.Finish):
+                self.cpu.spend(shard, now, self.model.report_cost_ms / 1e3)
+            self.applier.apply(self.cores[shard].handle(event))
+
+    def admit_on(self, shard: int, request: Request, now_s: float) -> None:
+        """Shard `shard` decides on `request` at `now_s`, over its instances still serving."""
+        self.cpu.catch_up(now_s)
+        self.cpu.decided(now_s)
+        serving = {i.name for i in self.instances}
+        candidates = [n for n in self.subsets[shard] if n in serving]
+        event = cluster.Arrival(request, now_s)
+        self.applier.apply(self.cores[shard].handle(event, candidates))

@@ -44,10 +44,10 @@ def test_decisions_wait_for_the_shards_cpu() -> None:
     under.run()
     over = ShardedSimulator(CLUSTER, STACKS.create("slomesh"), _requests(200.0), cost)
     over.run()
-    assert min(under.sharded.admission_delays_s) >= 0.010 - 1e-12
-    assert max(under.sharded.admission_delays_s) < 0.1
+    assert min(under.cpu.admission_delays_s) >= 0.010 - 1e-12
+    assert max(under.cpu.admission_delays_s) < 0.1
     # past capacity the queue grows: the last arrivals wait most of the overload
-    assert max(over.sharded.admission_delays_s) > 0.3
+    assert max(over.cpu.admission_delays_s) > 0.3
     two = ShardedSimulator(
         CLUSTER,
         STACKS.create("slomesh"),
@@ -55,16 +55,17 @@ def test_decisions_wait_for_the_shards_cpu() -> None:
         ShardModel(shards=2, admit_cost_ms=10.0),
     )
     two.run()
-    assert max(two.sharded.admission_delays_s) < max(over.sharded.admission_delays_s)
+    assert max(two.cpu.admission_delays_s) < max(over.cpu.admission_delays_s)
 
 
 def test_each_shard_places_only_on_its_own_instances() -> None:
     sim = ShardedSimulator(CLUSTER, STACKS.create("slomesh"), _requests(80.0), ShardModel(shards=2))
     result = sim.run()
-    sp = sim.sharded
-    assert sorted(len(s) for s in sp.subsets) == [2, 2]
+    assert sorted(len(s) for s in sim.subsets) == [2, 2]
     used = {r.instance for r in result.records if r.instance}
-    assert used == {i.name for sub in sp.subsets for i in sub}
+    assert used == {name for sub in sim.subsets for name in sub}
+    for core, sub in zip(sim.cores, sim.subsets, strict=True):
+        assert set(core.views) == set(sub)  # a shard's policy sees only its own instances
     assert len(result.records) == 160
 
 
@@ -77,9 +78,9 @@ def test_shards_exchange_tenant_usage() -> None:
         ShardModel(shards=2, exchange_interval_ms=50.0),
     )
     sim.run()
-    vtcs = [p.selector.vtc for p in sim.sharded.policies]
+    vtcs = [c.policy.selector.vtc for c in sim.cores]
     for mine, peer in ((vtcs[0], vtcs[1]), (vtcs[1], vtcs[0])):
         for tenant, own in mine.charged.items():
             if peer.charged.get(tenant, 0.0) > 0:
                 assert mine.counters[tenant] > own  # the peer's charges were absorbed
-    assert 0.0 < sim.sharded.max_staleness_s <= 0.05 + 1e-9
+    assert 0.0 < sim.cpu.max_staleness_s <= 0.05 + 1e-9
