@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from slomesh.bench.compare import hot_path
 from slomesh.bench.compare.run import Plan, load_average, parse_systems, run_system, specs
 from slomesh.bench.compare.stats import (
     SystemResult,
@@ -28,7 +33,12 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
     out_dir: Path = args.out if args.out is not None else Path("runs/compare")
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = Plan(c8_seconds=args.c8_seconds)
-    print(f"load average before: {load_average()}")
+    sitting = {
+        "commit": _commit(),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": load_average(),
+    }
+    print(f"load average before: {sitting['load_before']}")
     results: list[SystemResult] = []
     span_tables: dict[str, dict[str, dict[str, float]]] = {}
     for spec in specs(names, out_dir, PORTS):
@@ -61,7 +71,33 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
         "spans": span_tables,
         "plan": asdict(plan),
         "load_average_end": load_average(),
+        "sitting": sitting,
+        "admission_capacity_rps": capacity,
     }
     (out_dir / "compare-detail.json").write_text(json.dumps(detail, indent=2))
     print(f"wrote {out_dir / 'compare.json'} and {out_dir / 'compare-detail.json'}")
+    if args.page is not None:
+        write_page(args.page, detail, args.baseline)
     return 0
+
+
+def write_page(page: Path, detail: dict[str, Any], baseline_dir: Path | None) -> None:
+    """The hot-path page (slomesh/bench/compare/hot_path.py) of this sitting's figures."""
+    baseline = None
+    if baseline_dir is not None:
+        baseline = json.loads((baseline_dir / "compare-detail.json").read_text())
+    command = "slomesh " + " ".join(sys.argv[1:])
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(hot_path.render(detail, command, baseline))
+    print(f"wrote {page}")
+
+
+def _commit() -> str:
+    """The checkout's commit (short), "?" outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return out.stdout.strip() or "?"

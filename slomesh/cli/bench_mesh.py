@@ -58,6 +58,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"
     )
     p.add_argument(
+        "--page",
+        type=Path,
+        default=None,
+        help="--compare: also write the hot-path page (CPU per request per system and per "
+        "process role) here, e.g. docs/results/hot-path.md",
+    )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="--compare --page: the --out folder of an earlier sitting (its compare-detail.json) "
+        "shown beside this one",
+    )
+    p.add_argument(
         "--hot-path",
         choices=["fast", "no-leases", "no-direct", "full"],
         default="fast",
