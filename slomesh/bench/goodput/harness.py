@@ -7,9 +7,10 @@ machine, so one process runs every rate of one system:
     python -m slomesh.bench.goodput.harness --rates 10,20 --seconds 20 --result-dir DIR \\
         -- <vllm bench serve arguments>
 
-The client runs at a raised CPU priority (`--nice -10`, where the user may): on a small
-machine the system under test takes the cores, and a client that waits for one stamps its own
-wait into every TTFT and reads streamed tokens in bursts; each system gets the same client.
+The client runs at a raised CPU priority (`--nice -10`, its session's autogroup too, where the
+user may): on a small machine the system under test takes the cores, and a client that waits
+for one stamps its own wait into every TTFT and reads streamed tokens in bursts; each system
+gets the same client.
 
 Each rate sends `rate * seconds` requests (Poisson arrivals) and writes vLLM's detailed result
 file DIR/rate-<rate>.json (per-request errors, TTFTs and output lengths included). A rate that
@@ -67,13 +68,22 @@ def step_args(
     return args
 
 
-def raise_priority(increment: int) -> None:
-    """os.nice(increment); a client that may not raise its priority says so and goes on."""
-    if increment:
+def raise_priority(increment: int, autogroup: Path = Path("/proc/self/autogroup")) -> None:
+    """os.nice(increment), and the same for this session's autogroup where Linux has them: with
+    autogroups a process's nice counts only inside its session's group, and the CPU is shared
+    between sessions by the groups' own nice (the system under test runs in a session of its
+    own). A client that may not raise its priority says so and goes on."""
+    if not increment:
+        return
+    try:
+        os.nice(increment)
+    except OSError as err:
+        print(f"client priority unchanged (nice {increment}: {err.strerror})", flush=True)
+    if autogroup.exists():
         try:
-            os.nice(increment)
+            autogroup.write_text(str(increment))
         except OSError as err:
-            print(f"client priority unchanged (nice {increment}: {err.strerror})", flush=True)
+            print(f"client autogroup priority unchanged ({err.strerror})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,7 +166,13 @@ def measure(
     env_note = None
     with log.open("w") as fh:
         try:
-            proc = runner(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=harness_timeout_s(plan))
+            proc = runner(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=harness_timeout_s(plan),
+                start_new_session=True,  # its own autogroup, whose priority it raises
+            )
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             rc, env_note = -1, f"harness ran past {harness_timeout_s(plan):.0f} s"

@@ -254,7 +254,7 @@ def test_answers_held_back_and_delivered_at_once_are_counted_as_bursts() -> None
 
 
 def test_the_client_runs_at_the_plan_priority_and_a_refusal_is_not_fatal(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from slomesh.bench.goodput import harness
 
@@ -267,7 +267,12 @@ def test_the_client_runs_at_the_plan_priority_and_a_refusal_is_not_fatal(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(harness.os, "nice", refuse)
-    harness.raise_priority(0)
-    assert calls == []
-    harness.raise_priority(-10)
+    group = tmp_path / "autogroup"
+    harness.raise_priority(0, group)
+    assert calls == [] and not group.exists()
+    harness.raise_priority(-10, group)
     assert calls == [-10] and "client priority unchanged" in capsys.readouterr().out
+    assert not group.exists()  # no autogroups here: nothing written
+    group.write_text("/autogroup-1 nice 0")
+    harness.raise_priority(-10, group)
+    assert group.read_text() == "-10"
