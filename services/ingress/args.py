@@ -17,6 +17,7 @@ from services.ingress.core.slo import SLOPolicy, resolve_slo
 from services.ingress.core.tenancy import TenancyConfig
 from services.ingress.predictor_feed import PredictorFeedConfig
 from services.ingress.shard_router import ShardRoutingConfig
+from shared.domain.adapter import AdapterSpec, check_unique_names
 from shared.rpc.client import Transport
 from shared.telemetry import TracingConfig
 
@@ -33,6 +34,10 @@ class ServedModel(BaseModel):
     tokenizer: str | None = None
     """Tokenizer path/name for exact prompt token counts and chat templates; None: estimate
     tokens as ceil(1.3 x words) (the simulated engine's models)."""
+    adapters: list[AdapterSpec] = Field(default_factory=list)
+    """LoRA adapters of this model: a client names one as `model` (vLLM's convention) and the
+    request runs on this model's replicas with the adapter loaded; `/v1/models` lists them
+    (services/ingress/README.md, "LoRA adapters")."""
 
 
 class IngressArgs(BaseModel):
@@ -136,6 +141,14 @@ class IngressArgs(BaseModel):
             if default_class is not None and default_class not in self.slo.classes:
                 continue  # reported by api_keys.check_classes at start-up
             ent.check_slo(resolve_slo(None, {}, default_class, self.slo), where)
+        return self
+
+    @model_validator(mode="after")
+    def _names_are_unique(self) -> Self:
+        """A client's `model` names exactly one model or adapter."""
+        check_unique_names(
+            [m.name for m in self.models], [a for m in self.models for a in m.adapters]
+        )
         return self
 
     @model_validator(mode="after")

@@ -256,6 +256,11 @@ class IngressDeployment:
             )
             for m in self.args.models
         ]
+        data += [  # vLLM's LoRA cards: root the adapter's path, parent its base model
+            model_card(a.name, a.local_path, None, parent=m.name)
+            for m in self.args.models
+            for a in m.adapters
+        ]
         return JSONResponse({"object": "list", "data": data})
 
     @app.post("/v1/completions", **completion_route_docs("CompletionRequest"))

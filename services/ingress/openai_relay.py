@@ -165,8 +165,11 @@ def _split_events(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
     return out, buffer
 
 
-def model_card(name: str, root: str, max_model_len: int) -> dict[str, Any]:
-    """One `/v1/models` entry in vLLM's shape."""
+def model_card(
+    name: str, root: str, max_model_len: int | None, parent: str | None = None
+) -> dict[str, Any]:
+    """One `/v1/models` entry in vLLM's shape (a LoRA adapter's: its base as `parent`, no
+    `max_model_len`)."""
     now = int(time.time())
     return {
         "id": name,
@@ -174,7 +177,7 @@ def model_card(name: str, root: str, max_model_len: int) -> dict[str, Any]:
         "created": now,
         "owned_by": "vllm",
         "root": root,
-        "parent": None,
+        "parent": parent,
         "max_model_len": max_model_len,
         "permission": [
             {

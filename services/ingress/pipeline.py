@@ -80,6 +80,16 @@ class Pipeline(ShardedAdmission, StreamRelay):
         self.args = args
         self.observer: RequestObserver = observer or NullObserver()
         self.models = {m.name: ModelInfo(m.name, m.max_model_len) for m in args.models}
+        """The base models."""
+        self.named = {
+            **self.models,
+            **{
+                a.name: ModelInfo(a.name, m.max_model_len, m.name)
+                for m in args.models
+                for a in m.adapters
+            },
+        }
+        """Every name a client may put in `model`: the base models and their adapters."""
         self.client = MeshClient(
             args.grpc_target,
             timeout_s=args.call_timeout_s,
@@ -178,7 +188,8 @@ class Pipeline(ShardedAdmission, StreamRelay):
                     fixed_engine_priority=batch.engine_priority,
                     tie_break=view.priority,
                 )
-            tokenizer = self._tokenizers.get(view.model)
+            named = self.named.get(view.model)
+            tokenizer = self._tokenizers.get(named.base or named.name if named else view.model)
             prompt, ids = prompt_text(view, tokenizer)
             req = admission_request(
                 request_id=batch.request_id if batch else uuid.uuid4().hex[:16],
@@ -186,7 +197,7 @@ class Pipeline(ShardedAdmission, StreamRelay):
                 principal=principal,
                 slo=slo,
                 prompt_tokens=len(ids) if ids is not None else estimate_tokens(prompt),
-                models=self.models,
+                models=self.named,
                 arrival_s=time.time(),
                 config=self.args.admission,
             )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
+from services.replica.adapters import ReplicaAdapters
 from services.replica.direct_server import start_server
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
@@ -105,6 +106,8 @@ class ReplicaArgs(BaseModel):
     max_model_len: int = Field(8192, ge=16)
     """Simulated engine: the context length served, tokens (vLLM takes its own from
     `vllm.max_model_len`)."""
+    adapters: ReplicaAdapters = ReplicaAdapters()
+    """LoRA adapters served over the model, loaded on demand (services/replica/adapters.py)."""
 
 
 def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:
@@ -127,6 +130,7 @@ def build_engine(args: ReplicaArgs) -> Engine:
             "served_model_name": args.model,
             "tensor_parallel_size": args.tensor_parallel,
             "pipeline_parallel_size": args.pipeline_parallel,
+            **args.adapters.engine_settings(),
             **args.vllm,
         }
         if str(settings.get("model", "")).startswith("~"):
@@ -175,10 +179,15 @@ class ReplicaDeployment:
             if self._serving is None:
                 a = self.args
                 if a.engine == "vllm":
-                    self._serving = await vllm_serving(self.engine, a.model, a.serving)
+                    self._serving = await vllm_serving(self.engine, a.model, a.serving, a.adapters)
                 else:
                     self._serving = await simulated_serving(
-                        self.engine, a.model, a.tokenizer_model, a.max_model_len, a.serving
+                        self.engine,
+                        a.model,
+                        a.tokenizer_model,
+                        a.max_model_len,
+                        a.serving,
+                        a.adapters,
                     )
                 self._serving.interval_s = a.stream_interval_ms / 1e3
             return self._serving
@@ -356,6 +365,7 @@ class ReplicaDeployment:
             engine=self.args.engine,
             request_ids=sorted(self._held),
             pending_prefill_tokens=st.pending_prefill_tokens,
+            loaded_adapters=self._serving.adapter_names() if self._serving is not None else [],
         )
 
     async def check_health(self) -> None:

@@ -15,9 +15,11 @@ import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from services.replica.adapters import AdapterLoadError, AdapterSlots, ReplicaAdapters
 from services.replica.asgi_call import Exchange
 from services.replica.response_pieces import Piece, pieces
 from services.replica.vllm.engine_client import SERVING, SLOEngineClient
@@ -48,8 +50,36 @@ class OpenAIServing:
     interval_s: float = 0.01
     """After the first token, the response goes out in at most one message per this many
     seconds (the end at once; response_pieces.py); 0: whatever is ready at each wake-up."""
+    adapters: AdapterSlots | None = None
+    """The LoRA adapters this replica loads on demand (None: the base model only)."""
+
+    def adapter_names(self) -> list[str]:
+        """The adapters loaded now, least recently used first."""
+        return self.adapters.names() if self.adapters is not None else []
 
     async def serve(
+        self, request: Request, http: replica_pb2.HttpCall
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        """The call answered by vLLM's application, with the request's adapter loaded first
+        (an adapter this replica does not have is left to vLLM: its 404)."""
+        adapter = request.adapter
+        if adapter is None or self.adapters is None or not self.adapters.serves(adapter):
+            async for chunk in self._serve(request, http):
+                yield chunk
+            return
+        try:
+            await self.adapters.acquire(adapter)
+        except AdapterLoadError as err:
+            for chunk in _load_failed(request.request_id, str(err)):
+                yield chunk
+            return
+        try:
+            async for chunk in self._serve(request, http):
+                yield chunk
+        finally:
+            await self.adapters.release(adapter)
+
+    async def _serve(
         self, request: Request, http: replica_pb2.HttpCall
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         rid = request.request_id
@@ -113,6 +143,26 @@ class OpenAIServing:
         return await self.sim_core.resume(request_ids)  # type: ignore[no-any-return]
 
 
+def _load_failed(rid: str, message: str) -> list[replica_pb2.ReplicaChunk]:
+    """vLLM's answer when an adapter fails to load (its 500 of `/v1/load_lora_adapter`)."""
+    from vllm.entrypoints.serve import create_error_response
+
+    body = create_error_response(message, "InternalServerError", HTTPStatus.INTERNAL_SERVER_ERROR)
+    now = time.time()
+    return [
+        replica_pb2.ReplicaChunk(
+            request_id=rid,
+            http_status=500,
+            headers=[replica_pb2.Header(name="content-type", value="application/json")],
+            body=body.model_dump_json().encode(),
+            time_unix_s=now,
+        ),
+        replica_pb2.ReplicaChunk(
+            request_id=rid, finished=True, finish_reason="error", time_unix_s=now
+        ),
+    ]
+
+
 def _chunk(rid: str, piece: Piece) -> replica_pb2.ReplicaChunk:
     """The replica chunk of one piece: the status and headers with the first, the body."""
     chunk = replica_pb2.ReplicaChunk(
@@ -131,15 +181,32 @@ def model_dir(path: str) -> str:
     return str(Path(path).expanduser()) if path.startswith("~") else path
 
 
-async def vllm_serving(engine: Any, served: str, options: ServingOptions) -> OpenAIServing:
+async def vllm_serving(
+    engine: Any, served: str, options: ServingOptions, adapters: ReplicaAdapters | None = None
+) -> OpenAIServing:
     """vLLM's application over a started `VLLMEngine`'s AsyncLLM."""
     client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats)
     app = await build_openai_app(client, engine.config.model, served, options)
-    return OpenAIServing(app, client, served)
+    slots = engine.config.max_loras if engine.config.enable_lora else 1
+    return OpenAIServing(app, client, served, adapters=_slots(app, client, adapters, slots))
+
+
+def _slots(
+    app: Any, client: SLOEngineClient, adapters: ReplicaAdapters | None, slots: int
+) -> AdapterSlots | None:
+    if adapters is None or not adapters.specs:
+        return None
+    specs = {s.name: s for s in adapters.specs}
+    return AdapterSlots(specs, slots, app.state.openai_serving_models, client)
 
 
 async def simulated_serving(
-    engine: Any, served: str, tokenizer_model: str, max_model_len: int, options: ServingOptions
+    engine: Any,
+    served: str,
+    tokenizer_model: str,
+    max_model_len: int,
+    options: ServingOptions,
+    adapters: ReplicaAdapters | None = None,
 ) -> OpenAIServing:
     """vLLM's application over a SimulatedAsyncLLM playing `engine` (an AsyncSimEngine), with
     the tokenizer, chat template and config of `tokenizer_model` under the name `served`."""
@@ -150,8 +217,13 @@ async def simulated_serving(
     # the simulated model's context may exceed the tokenizer model's positions: no weights run
     os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     path = model_dir(tokenizer_model)
-    args = AsyncEngineArgs(model=path, served_model_name=[served], max_model_len=max_model_len)
-    llm = simulated_llm(args.create_engine_config(), engine, served)
+    lora = adapters.engine_settings() if adapters is not None else {}
+    args = AsyncEngineArgs(
+        model=path, served_model_name=[served], max_model_len=max_model_len, **lora
+    )
+    load_s = adapters.simulated_load_s if adapters is not None else 0.0
+    llm = simulated_llm(args.create_engine_config(), engine, served, load_s)
     client = SLOEngineClient(llm)
     app = await build_openai_app(client, path, served, options)
-    return OpenAIServing(app, client, served, sim_core=llm.engine_core)
+    slots = _slots(app, client, adapters, adapters.slots if adapters is not None else 1)
+    return OpenAIServing(app, client, served, sim_core=llm.engine_core, adapters=slots)

@@ -29,7 +29,14 @@ from shared.domain import SLO, Request
 class SimulatedEngineCore:
     """The engine-core client calls of vLLM's AsyncLLM, answered by an `AsyncSimEngine`."""
 
-    def __init__(self, engine: AsyncSimEngine, model: str, vocab_ids: list[int], eos_id: int):
+    def __init__(
+        self,
+        engine: AsyncSimEngine,
+        model: str,
+        vocab_ids: list[int],
+        eos_id: int,
+        adapter_load_s: float = 0.0,
+    ):
         self.engine = engine
         self.model = model
         self.vocab_ids = vocab_ids
@@ -43,6 +50,10 @@ class SimulatedEngineCore:
         replica before it calls the app; the core's requests are built from them)."""
         self.engine_ids: dict[str, list[str]] = {}
         """The engine's request ids (vLLM's, one per choice) of each slomesh id."""
+        self.adapter_load_s = adapter_load_s
+        """Seconds an adapter load takes (vLLM loads it between engine steps)."""
+        self.loras: set[int] = set()
+        """The adapters loaded in the engine (vLLM's lora_int_id)."""
 
     # ---- QLM's eviction on the simulated engine: the requests pause, their streams wait -------
     async def evict(self, request_ids: list[str]) -> list[str]:
@@ -69,6 +80,26 @@ class SimulatedEngineCore:
             task = self.tasks.pop(rid, None)
             if task is not None:
                 task.cancel()
+
+    async def add_lora_async(self, lora_request: Any) -> bool:
+        """Load an adapter: vLLM's engine reads and validates its files, then holds it."""
+        from vllm.lora.peft_helper import PEFTHelper
+
+        PEFTHelper.from_local_dir(lora_request.lora_path, None)  # a missing adapter fails here
+        await asyncio.sleep(self.adapter_load_s)
+        self.loras.add(lora_request.lora_int_id)
+        return True
+
+    async def remove_lora_async(self, lora_id: int) -> bool:
+        had = lora_id in self.loras
+        self.loras.discard(lora_id)
+        return had
+
+    async def list_loras_async(self) -> set[int]:
+        return set(self.loras)
+
+    async def pin_lora_async(self, lora_id: int) -> bool:
+        return lora_id in self.loras
 
     async def get_output_async(self) -> Any:
         return await self.outputs.get()
@@ -202,7 +233,9 @@ def word_ids(tokenizer: Any, most: int = 50000) -> list[int]:
     return ids or [i for i in range(min(len(tokenizer), most)) if i not in special]
 
 
-def simulated_llm(vllm_config: Any, engine: AsyncSimEngine, model: str) -> Any:
+def simulated_llm(
+    vllm_config: Any, engine: AsyncSimEngine, model: str, adapter_load_s: float = 0.0
+) -> Any:
     """vLLM's AsyncLLM front end (built as AsyncLLM builds it) over a SimulatedEngineCore."""
     from vllm.renderers import renderer_from_config
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -228,7 +261,7 @@ def simulated_llm(vllm_config: Any, engine: AsyncSimEngine, model: str) -> Any:
     )
     tokenizer = renderer.tokenizer
     llm.engine_core = SimulatedEngineCore(
-        engine, model, word_ids(tokenizer), tokenizer.eos_token_id
+        engine, model, word_ids(tokenizer), tokenizer.eos_token_id, adapter_load_s
     )
     llm.logger_manager = None
     llm._client_count = 1

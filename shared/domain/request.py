@@ -86,6 +86,10 @@ class Request:
     prefix: PromptPrefix | None = None
     """Block hashes of the prompt's prefix (shared/domain/prefix.py) for prefix-cache-aware
     placement and the simulated engine's prefix cache; None: unknown (never a cache hit)."""
+    adapter: str | None = None
+    """The LoRA adapter the request runs with (the client named it as `model`; `model` is then
+    its base model), placed where it is loaded (shared/domain/adapter.py); None: the base
+    model alone."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.tenant_weight) and self.tenant_weight > 0):

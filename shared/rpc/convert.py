@@ -47,6 +47,7 @@ def request_to_meta(r: Request) -> common_pb2.RequestMeta:
         tenant_weight=r.tenant_weight,
         prefix_block_hashes=[h & _U64 for h in r.prefix.block_hashes] if r.prefix else [],
         prefix_block_size_tokens=r.prefix.block_size_tokens if r.prefix else 0,
+        adapter=r.adapter or "",
     )
 
 
@@ -71,4 +72,5 @@ def request_from_meta(
             if meta.prefix_block_hashes and meta.prefix_block_size_tokens > 0
             else None
         ),
+        adapter=meta.adapter or None,
     )

@@ -1,4 +1,4 @@
-"""`slomesh up`, `slomesh status`, `slomesh build-tiny-model`."""
+"""`slomesh up`, `slomesh status`, `slomesh build-tiny-model`, `slomesh build-tiny-adapter`."""
 
 from __future__ import annotations
 
@@ -110,6 +110,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--out", type=Path, help="folder (default ~/.cache/slomesh/models/tiny-llama)"
     )
     tiny.set_defaults(func=run_build_tiny)
+    adapter = sub.add_parser(
+        "build-tiny-adapter",
+        help="build a random-weight LoRA adapter of a local base model (PEFT format)",
+    )
+    adapter.add_argument("--out", type=Path, required=True, help="the adapter's folder")
+    adapter.add_argument(
+        "--base", type=Path, help="base model folder (default ~/.cache/slomesh/models/tiny-llama)"
+    )
+    adapter.add_argument("--rank", type=int, default=8, help="LoRA rank r (default 8)")
+    adapter.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+    adapter.set_defaults(func=run_build_adapter)
 
 
 def run_build_tiny(args: argparse.Namespace) -> int:
@@ -117,6 +128,18 @@ def run_build_tiny(args: argparse.Namespace) -> int:
 
     path = build_tiny_model(args.out or default_tiny_model_dir())
     print(f"tiny model at {path}")
+    return 0
+
+
+def run_build_adapter(args: argparse.Namespace) -> int:
+    from services.replica.vllm.tiny_adapter import build_tiny_adapter
+    from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+
+    if args.rank < 1:
+        raise UsageError(f"--rank: must be >= 1, got {args.rank}")
+    base = args.base or build_tiny_model(default_tiny_model_dir())
+    path = build_tiny_adapter(args.out, base, rank=args.rank, seed=args.seed)
+    print(f"adapter at {path} (rank {args.rank}, seed {args.seed}, base {base})")
     return 0
 
 

@@ -25,6 +25,8 @@ class ModelInfo:
 
     name: str
     max_model_len: int
+    base: str | None = None
+    """For a LoRA adapter's name: the base model it runs on (None: `name` is a base model)."""
 
     def __post_init__(self) -> None:
         if self.max_model_len < 2:
@@ -81,7 +83,8 @@ def admission_request(
     asked = view.max_tokens if view.max_tokens is not None and view.max_tokens >= 1 else left
     return Request(
         request_id=request_id,
-        model=view.model,
+        model=info.base or view.model,
+        adapter=view.model if info.base else None,
         input_tokens=prompt,
         max_tokens=max(1, min(asked, left)),
         arrival_s=arrival_s,

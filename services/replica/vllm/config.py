@@ -62,6 +62,17 @@ class VLLMEngineConfig(BaseModel):
     """Sampling temperature of every request (0: greedy, deterministic)."""
     seed: int = 0
     """vLLM's random seed (sampling with temperature > 0)."""
+    enable_lora: bool = False
+    """Serve LoRA adapters over the base model (vLLM's `enable_lora`); the replica loads and
+    unloads them at run time (services/replica/adapters.py)."""
+    max_loras: int = Field(1, ge=1)
+    """Adapters one engine step may run at once (vLLM's `max_loras`: the slots of the adapter
+    weights on the device); the replica keeps at most this many loaded."""
+    max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = 16
+    """Largest adapter rank the engine accepts (vLLM's `max_lora_rank`, one of its sizes)."""
+    max_cpu_loras: int | None = Field(None, ge=1)
+    """Adapters vLLM caches in host memory (its `max_cpu_loras`, >= max_loras); None: vLLM's
+    default (max_loras)."""
 
     @field_validator("queue_policy")
     @classmethod
@@ -96,6 +107,13 @@ class VLLMEngineConfig(BaseModel):
             "enable_prefix_caching": self.enable_prefix_caching,
             "seed": self.seed,
         }
+        if self.enable_lora:
+            kwargs.update(
+                enable_lora=True,
+                max_loras=self.max_loras,
+                max_lora_rank=self.max_lora_rank,
+                max_cpu_loras=self.max_cpu_loras,
+            )
         if self.uses_scheduler_hook:
             scorpio = self.scorpio.model_dump() if self.scorpio is not None else None
             coeffs = list(self.decode_coeffs) if self.decode_coeffs is not None else None

@@ -41,6 +41,7 @@ class FakeMesh:
     crash: raise this from replica.Generate's first chunk (an unexpected exception).
     admit_to: the replicas scheduler.Admit places on, in turn.
     ready: the models scheduler.Health reports ready (a replica has answered; default: all).
+    served: the names the replica's vLLM serves (default: every model; add adapters' names).
     """
 
     def __init__(
@@ -53,7 +54,9 @@ class FakeMesh:
         crash: BaseException | None = None,
         admit_to: tuple[str, ...] = ("replica-0",),
         ready: tuple[str, ...] = tuple(m["name"] for m in MODELS),
+        served: tuple[str, ...] = tuple(m["name"] for m in MODELS),
     ) -> None:
+        self.served = list(served)
         self.admit_to = admit_to
         self.ready = ready
         self._admits = 0
@@ -134,7 +137,7 @@ class FakeMesh:
         self.forwarded.append(request)
         # the replica's accept marker (services/replica/deployment.py): an empty first chunk
         yield replica_pb2.ReplicaChunk(request_id=request.meta.request_id)
-        for chunk in vllm_answer(request, self.output_words, [m["name"] for m in MODELS]):
+        for chunk in vllm_answer(request, self.output_words, self.served):
             yield chunk
 
     async def close(self) -> None:

@@ -29,15 +29,18 @@ class SimReplica:
         """The tiny model's directory (its tokenizer and chat template)."""
 
     @classmethod
-    def start(cls, model_dir: Path, served: str, max_model_len: int) -> SimReplica:
-        """Build the tiny model in `model_dir` and serve it as `served`."""
+    def start(
+        cls, model_dir: Path, served: str, max_model_len: int, adapters: Any = None
+    ) -> SimReplica:
+        """Build the tiny model in `model_dir` and serve it as `served` (with `adapters`, a
+        ReplicaAdapters, its LoRA adapters)."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sim-replica", daemon=True)
         thread.start()
         replica = cls(loop, thread)
         try:
             replica.model_dir = model_dir
-            replica.serving = replica.run(_build(model_dir, served, max_model_len))
+            replica.serving = replica.run(_build(model_dir, served, max_model_len, adapters))
         except BaseException:
             replica.stop()
             raise
@@ -98,7 +101,7 @@ async def _shutdown(llm: Any) -> None:
     llm.shutdown()
 
 
-async def _build(model_dir: Path, served: str, max_model_len: int) -> Any:
+async def _build(model_dir: Path, served: str, max_model_len: int, adapters: Any) -> Any:
     from services.replica.openai_serving import simulated_serving
     from services.replica.sim_engine import AsyncSimEngine
     from services.replica.vllm.openai_app import ServingOptions
@@ -110,4 +113,6 @@ async def _build(model_dir: Path, served: str, max_model_len: int) -> Any:
     path = build_tiny_model(model_dir)
     profile = dataclasses.replace(default_profile("A100-80GB", "llama-3.1-8b", 1), model=served)
     engine = AsyncSimEngine("r0", {served: profile}, EngineConfig(), WallClock(), served)
-    return await simulated_serving(engine, served, str(path), max_model_len, ServingOptions())
+    return await simulated_serving(
+        engine, served, str(path), max_model_len, ServingOptions(), adapters
+    )

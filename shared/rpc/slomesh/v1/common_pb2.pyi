@@ -19,7 +19,7 @@ class Slo(_message.Message):
     def __init__(self, ttft_slo_ms: _Optional[float] = ..., tpot_slo_ms: _Optional[float] = ..., deadline_ms: _Optional[float] = ..., class_name: _Optional[str] = ...) -> None: ...
 
 class RequestMeta(_message.Message):
-    __slots__ = ("request_id", "model", "input_tokens", "max_tokens", "priority", "slo", "tenant", "arrival_unix_s", "criticality", "tenant_weight", "prefix_block_hashes", "prefix_block_size_tokens")
+    __slots__ = ("request_id", "model", "input_tokens", "max_tokens", "priority", "slo", "tenant", "arrival_unix_s", "criticality", "tenant_weight", "prefix_block_hashes", "prefix_block_size_tokens", "adapter")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class RequestMeta(_message.Message):
     TENANT_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     PREFIX_BLOCK_HASHES_FIELD_NUMBER: _ClassVar[int]
     PREFIX_BLOCK_SIZE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     input_tokens: int
@@ -44,7 +45,8 @@ class RequestMeta(_message.Message):
     tenant_weight: float
     prefix_block_hashes: _containers.RepeatedScalarFieldContainer[int]
     prefix_block_size_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., priority: _Optional[int] = ..., slo: _Optional[_Union[Slo, _Mapping]] = ..., tenant: _Optional[str] = ..., arrival_unix_s: _Optional[float] = ..., criticality: _Optional[int] = ..., tenant_weight: _Optional[float] = ..., prefix_block_hashes: _Optional[_Iterable[int]] = ..., prefix_block_size_tokens: _Optional[int] = ...) -> None: ...
+    adapter: str
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., priority: _Optional[int] = ..., slo: _Optional[_Union[Slo, _Mapping]] = ..., tenant: _Optional[str] = ..., arrival_unix_s: _Optional[float] = ..., criticality: _Optional[int] = ..., tenant_weight: _Optional[float] = ..., prefix_block_hashes: _Optional[_Iterable[int]] = ..., prefix_block_size_tokens: _Optional[int] = ..., adapter: _Optional[str] = ...) -> None: ...
 
 class LengthPrediction(_message.Message):
     __slots__ = ("mean_tokens", "p50_tokens", "p90_tokens", "bucket_upper_tokens", "bucket_probs", "predictor_version")
@@ -73,7 +75,7 @@ class ReplicaRef(_message.Message):
     def __init__(self, application: _Optional[str] = ..., gpu: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ReplicaState(_message.Message):
-    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens")
+    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens", "loaded_adapters")
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_MODEL_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +86,7 @@ class ReplicaState(_message.Message):
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOADED_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     replica: ReplicaRef
     active_model: str
     waiting: int
@@ -94,4 +97,5 @@ class ReplicaState(_message.Message):
     engine: str
     request_ids: _containers.RepeatedScalarFieldContainer[str]
     pending_prefill_tokens: int
-    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ...) -> None: ...
+    loaded_adapters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ..., loaded_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
