@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -93,7 +94,11 @@ def write_page(page: Path, detail: dict[str, Any], baseline_dir: Path | None) ->
 
 
 def _commit() -> str:
-    """The checkout's commit (short), "?" outside a git checkout."""
+    """The checkout's commit (short); a copy outside git names its own in SLOMESH_BENCH_COMMIT
+    (else "?")."""
+    named = os.environ.get("SLOMESH_BENCH_COMMIT")
+    if named:
+        return named
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
