@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -87,7 +88,7 @@ def write_page(page: Path, detail: dict[str, Any], baseline_dir: Path | None) ->
     baseline = None
     if baseline_dir is not None:
         baseline = json.loads((baseline_dir / "compare-detail.json").read_text())
-    command = "slomesh " + " ".join(sys.argv[1:])
+    command = "slomesh " + shlex.join(sys.argv[1:])
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(hot_path.render(detail, command, baseline))
     print(f"wrote {page}")
