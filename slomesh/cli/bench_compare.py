@@ -39,6 +39,7 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
         "commit": _commit(),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_before": load_average(),
+        "command": "slomesh " + shlex.join(sys.argv[1:]),
     }
     print(f"load average before: {sitting['load_before']}")
     results: list[SystemResult] = []

@@ -80,10 +80,11 @@ def _cell(x: float | None, spec: str = ".1f") -> str:
 
 def _sitting(label: str, detail: dict[str, Any]) -> list[str]:
     meta = detail.get("sitting", {})
+    command = f"; `{meta['command']}`" if meta.get("command") else ""
     return [
         f"- **{label}**: commit `{meta.get('commit', '?')}`, {meta.get('started', '?')}; load "
         f"average (1, 5, 15 min) before {meta.get('load_before', '?')}, after "
-        f"{detail.get('load_average_end', '?')}"
+        f"{detail.get('load_average_end', '?')}{command}"
     ]
 
 
