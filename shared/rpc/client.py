@@ -76,6 +76,7 @@ class MeshClient:
         self._channel: grpc.aio.Channel | None = None
         self._stubs: dict[str, Any] = {}
         self._handles: dict[str, Any] = {}
+        self._methods: dict[tuple[str, str, bool], Any] = {}
         self.direct = DirectReplicas(self._endpoint)
         """Replica streams straight to the replica's own gRPC server (shared/rpc/direct.py)
         when it publishes one; else the transport above."""
@@ -100,8 +101,7 @@ class MeshClient:
                     metadata=grpc_metadata([("application", application), *credential_metadata()]),
                     timeout=timeout,
                 )
-            handle = self._handle(application)
-            response = getattr(handle, method).remote(message, trace_headers=_headers())
+            response = self._method(application, method).remote(message, trace_headers=_headers())
             return await asyncio.wait_for(_result(response), timeout)
         except TimeoutError:
             raise CallFailed(application, "DEADLINE_EXCEEDED", f"after {timeout:g} s") from None
@@ -169,8 +169,7 @@ class MeshClient:
                 metadata=[("application", application), *credential_metadata(), *headers.items()],
             )
             return call.__aiter__(), call.cancel
-        handle = self._handle(application).options(stream=True)
-        gen = getattr(handle, method).remote(message, trace_headers=headers)
+        gen = self._method(application, method, stream=True).remote(message, trace_headers=headers)
         return gen.__aiter__(), gen.cancel
 
     async def _endpoint(self, application: str) -> str:
@@ -186,6 +185,17 @@ class MeshClient:
         if kind not in self._stubs:
             self._stubs[kind] = _STUBS[kind](self._channel)
         return self._stubs[kind]
+
+    def _method(self, application: str, method: str, stream: bool = False) -> Any:
+        """`application`'s handle bound to `method` (streaming or not), made once: a handle's
+        `options` and attribute access build a new handle at every call."""
+        key = (application, method, stream)
+        bound = self._methods.get(key)
+        if bound is None:
+            handle = self._handle(application)
+            bound = getattr(handle.options(stream=True) if stream else handle, method)
+            self._methods[key] = bound
+        return bound
 
     def _handle(self, application: str) -> Any:
         if application not in self._handles:
