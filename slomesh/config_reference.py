@@ -55,6 +55,7 @@ PAGES = (
           "services.scheduler.core.batching.config:BatchingConfig",
           "services.scheduler.core.autoscale.config:AutoscaleConfig",
           "services.scheduler.core.prefix_affinity:PrefixAffinityConfig",
+          "services.scheduler.core.adapter_affinity:AdapterAffinityConfig",
           "services.scheduler.core.policies:RouterOptions",
           "services.scheduler.core.routers.pow2:Pow2Params",
           "services.scheduler.core.routers.pow2_prefix:Pow2PrefixParams",

@@ -49,6 +49,12 @@ class EngineConfig(BaseModel):
     prefix_caching: bool = True
     """Continuous mode: automatic prefix caching (vLLM's default): a request's leading prompt
     blocks already cached are not prefilled again (services/replica/core/prefix_cache.py)."""
+    adapter_slots: int = Field(1, ge=1)
+    """LoRA adapters the engine holds at once (vLLM's max_loras); loading one more unloads
+    the least recently used."""
+    adapter_load_s: float = Field(0.0, ge=0)
+    """Seconds the engine stalls to load a LoRA adapter it does not hold, before its next
+    step (0: adapters cost nothing, the engine's default when no workload names one)."""
 
 
 @dataclass(frozen=True, slots=True)

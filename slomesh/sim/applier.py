@@ -70,6 +70,8 @@ class SimApplier:
                     inst = self.instances[name]
                     inst.core.resume(list(ids), now)
                     host.kick(inst, now)
+                case ModelSwap(instance=name, kind="load", adapter=str() as adapter):
+                    self.instances[name].core.load_adapter(adapter)
                 case ModelSwap(instance=name, model=model, kind="prewarm"):
                     self.instances[name].core.tiers.prewarm(model)
                 case ModelSwap(instance=name, kind=kind):

@@ -117,9 +117,31 @@ PREFIX_KEYS = dict.fromkeys(
 )
 
 
+ADAPTER_KEYS: dict[str, Any] = {
+    **dict.fromkeys(["slots", "load_s", "swap_penalty_s", "slack_fraction"]),
+    "prefix": PREFIX_KEYS,
+}
+"""`rwt-adapter`'s parameters: AdapterAffinityConfig keys, and `prefix` (PrefixAffinityConfig
+keys) for the prefix-cache-aware placement it keeps on."""
+
+
 def _rwt_prefix(name: str, params: Mapping[str, Any]) -> Plugin:
     allow_params("placer", name, params, PREFIX_KEYS)
     frag = Fragment(options={"lso": {"balance": True}, "prefix": {"enabled": True, **params}})
+    return Plugin("placer", name, dict(params), {"qlm": lambda _f: frag})
+
+
+def _rwt_adapter(name: str, params: Mapping[str, Any]) -> Plugin:
+    allow_params("placer", name, params, ADAPTER_KEYS)
+    prefix = dict(params.get("prefix", {}))
+    adapter = {k: v for k, v in params.items() if k != "prefix"}
+    frag = Fragment(
+        options={
+            "lso": {"balance": True},
+            "prefix": {"enabled": True, **prefix},
+            "adapter": {"enabled": True, **adapter},
+        }
+    )
     return Plugin("placer", name, dict(params), {"qlm": lambda _f: frag})
 
 
@@ -252,6 +274,7 @@ def factories() -> dict[str, dict[str, Factory]]:
             "max-min": _max_min,
             "rwt-backlog": _rwt_backlog,
             "rwt-prefix": _rwt_prefix,
+            "rwt-adapter": _rwt_adapter,
         },
         "evictor": {"none": _no_evictor, "qlm": _qlm_evictor},
         "shedder": {"none": _no_shedder, "sheddable": _sheddable},

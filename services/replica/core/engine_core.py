@@ -16,6 +16,8 @@ virtual clock; the live shell sleeps `plan.duration_s` on the wall clock.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from services.replica.core.model_tiers import ModelTiers
 from services.replica.core.outputs import (
     MixedStep,
@@ -53,6 +55,10 @@ class SimEngineCore:
         if active_model is not None:
             planner.state.load_model(active_model)
         self.model_swaps = 0
+        self.adapters: OrderedDict[str, None] = OrderedDict()
+        """LoRA adapters held, least recently used first (at most config.adapter_slots)."""
+        self.adapter_loads = 0
+        self._adapter_stall_s = 0.0
         self.busy_s = 0.0
         self.kv_block_seconds = 0.0
 
@@ -67,7 +73,21 @@ class SimEngineCore:
         if request.model not in self.tiers.profiles:
             raise ValueError(f"instance {self.name} cannot serve model '{request.model}'")
         self.check_fits(request)
+        if request.adapter is not None:
+            self.load_adapter(request.adapter)
         return self._state.add(request, now_s)
+
+    def load_adapter(self, adapter: str) -> None:
+        """Hold `adapter` (most recently used): loading one not held stalls the next step by
+        config.adapter_load_s and unloads the least recently used beyond the slots."""
+        if adapter in self.adapters:
+            self.adapters.move_to_end(adapter)
+            return
+        self.adapters[adapter] = None
+        self.adapter_loads += 1
+        self._adapter_stall_s += self.config.adapter_load_s
+        while len(self.adapters) > self.config.adapter_slots:
+            self.adapters.popitem(last=False)
 
     def check_fits(self, request: Request) -> None:
         """RequestTooLarge if prompt + max_tokens can never fit this instance's KV cache."""
@@ -140,7 +160,8 @@ class SimEngineCore:
             plan.duration_s = self.tiers.load_time_s(plan.load_model)
         elif plan.kind is StepKind.EXECUTE:
             assert plan.work is not None
-            plan.duration_s = step_time_s(self.profile, plan.work)
+            plan.duration_s = step_time_s(self.profile, plan.work) + self._adapter_stall_s
+            self._adapter_stall_s = 0.0
             swap_tokens = plan.swapped_in_tokens + plan.swapped_out_tokens
             if swap_tokens and self.tiers.active is not None:
                 plan.duration_s += self.profile.swap_time_s(swap_tokens)

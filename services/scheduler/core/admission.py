@@ -367,7 +367,8 @@ class AdmissionCore:
         """Book the cluster core's decisions, in order: placements in the replicas' books (a
         queued one is also a dispatch for the shell), evictions and resumes as the replicas'
         pending actions, rejections to be answered. Live replicas serve one model each and
-        take no swaps (a prewarm is nothing to do)."""
+        take no swaps (a prewarm is nothing to do; an adapter load is the replica's own, when
+        the request placed after it arrives: services/replica/adapters.py)."""
         now_s = out.now_s
         for action in out.ordered():
             match action:

@@ -134,6 +134,12 @@ class Decisions:
         self._swaps.append(ModelSwap(next(self._order), name, model, "prewarm"))
         self._of(name).prewarmed.append(model)
 
+    def load_adapter(self, instance: InstanceView | str, model: str, adapter: str) -> None:
+        """Load LoRA `adapter` of `model` on `instance` (a cheap swap: the engine stalls for
+        it between steps); placements after it find it loaded."""
+        name = _name(instance)
+        self._swaps.append(ModelSwap(next(self._order), name, model, "load", adapter))
+
     def grant(self, lease: LeaseGrant) -> None:
         self._leases.append(lease)
 

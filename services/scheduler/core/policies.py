@@ -58,6 +58,8 @@ def _router(name: str) -> Any:
 
 
 def _qlm(options: Mapping[str, Any], predictor: LengthPredictor | None) -> GlobalPolicy:
+    from services.scheduler.core.adapter_affinity import AdapterAffinity, AdapterAffinityConfig
+    from services.scheduler.core.adapter_pinning import AdapterPinnedPolicy
     from services.scheduler.core.prefix_affinity import PrefixAffinity, PrefixAffinityConfig
     from services.scheduler.core.prefix_pinning import PrefixPinnedPolicy
     from services.scheduler.core.qlm.config import QLMConfig
@@ -65,10 +67,13 @@ def _qlm(options: Mapping[str, Any], predictor: LengthPredictor | None) -> Globa
 
     opts = dict(options)
     prefix = PrefixAffinityConfig.model_validate(opts.pop("prefix", {}))
-    policy = QLMPolicy(QLMConfig.model_validate(opts), predictor=predictor)
-    if not prefix.enabled:
-        return policy
-    return PrefixPinnedPolicy(policy, PrefixAffinity(prefix))
+    adapter = AdapterAffinityConfig.model_validate(opts.pop("adapter", {}))
+    policy: GlobalPolicy = QLMPolicy(QLMConfig.model_validate(opts), predictor=predictor)
+    if prefix.enabled:
+        policy = PrefixPinnedPolicy(policy, PrefixAffinity(prefix))
+    if adapter.enabled:
+        policy = AdapterPinnedPolicy(policy, AdapterAffinity(adapter, prefix))
+    return policy
 
 
 def _batching(options: Mapping[str, Any], predictor: LengthPredictor | None) -> GlobalPolicy:
@@ -94,7 +99,8 @@ GLOBAL_POLICIES: Registry[GlobalPolicy] = Registry(
 )
 """name -> factory(options, predictor). Routers take RouterOptions; qlm takes a QLMConfig mapping
 plus an optional `prefix` key (a PrefixAffinityConfig mapping: prefix-cache-aware placement,
-core/prefix_affinity.py), batching a BatchingConfig mapping."""
+core/prefix_affinity.py) and `adapter` key (an AdapterAffinityConfig mapping: LoRA-adapter-aware
+placement, core/adapter_affinity.py), batching a BatchingConfig mapping."""
 
 
 def create_global_policy(

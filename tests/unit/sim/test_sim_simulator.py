@@ -65,6 +65,7 @@ SLOMESH_STACKS = [
     "slomesh-queued-tight",
     "slomesh-evict-blind",
     "slomesh-swap",
+    "slomesh-adapters",
 ]
 
 
