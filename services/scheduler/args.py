@@ -74,9 +74,11 @@ class SchedulerArgs(BaseModel):
     max_queued_requests: int = Field(10_000, ge=0)
     """Queueing policies (`qlm`): requests held in the global queue at most; beyond it arrivals
     are rejected with Retry-After."""
-    max_queue_wait_ms: float = Field(4000.0, gt=0)
+    max_queue_wait_ms: float | None = Field(None, gt=0)
     """Queueing policies: longest a request waits in the global queue (its TTFT deadline bounds
-    it further); then it is answered 429 with Retry-After instead of being left to time out."""
+    it further); then it is answered 429 with Retry-After instead of being left to time out.
+    None: only the TTFT deadline bounds it (`queue_reject_margin_ms` before it), so a class
+    with a long TTFT SLO may wait in the queue as long as its SLO allows."""
     queue_reject_margin_ms: float = Field(100.0, ge=0)
     """A queued request is answered 429 once its TTFT deadline is closer than this: it could
     not get its first token in time anyway."""

@@ -47,7 +47,7 @@ class SchedulerDeployment(ShardMember):
             self.args.policy_label or self.args.policy,
             self.args.max_in_flight_per_replica,
             self.args.max_queued_requests,
-            self.args.max_queue_wait_ms / 1e3,
+            None if self.args.max_queue_wait_ms is None else self.args.max_queue_wait_ms / 1e3,
         )
         self.core.ttft = TTFTAdmission(self.args.ttft_guard)
         self._waiters: dict[str, asyncio.Future[LiveReplica | tuple[str, str]]] = {}

@@ -2,10 +2,10 @@
 
 One `ClusterOutput` (services/scheduler/core/output.py) at a time, in its `ordered()` order, as
 the live scheduler's shell carries out the same output with Admit replies and Evict/Resume calls:
-a placement queues the request in the engine (a request that can never fit its KV cache is
-rejected there), a batch queues a pre-formed batch for one slice, an eviction or resume moves
-requests out of or back into service, a prewarm stages a model in host memory, a rejection is
-recorded. Every instance touched is woken at the output's time so it looks at its queue.
+a placement queues the request in the engine (one that can never fit its KV cache is rejected
+there, and the scheduler told), a batch queues a pre-formed batch for one slice, an eviction or
+resume moves requests out of or back into service, a prewarm stages a model in host memory, a
+rejection is recorded. Every instance touched is woken at the output's time to look at its queue.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ class ApplierHost(Protocol):
 
     def record_placement(self, request_id: str, instance: str) -> None: ...
 
+    def too_large(self, request: Request, reason: str, instance: str, now_s: float) -> None:
+        """`request`, placed on `instance`, can never fit its KV cache."""
+        ...
+
 
 class SimApplier:
     def __init__(self, host: ApplierHost) -> None:
@@ -54,7 +58,7 @@ class SimApplier:
                     try:
                         inst.core.add_request(request, now)
                     except RequestTooLarge as e:
-                        host.reject(request, str(e), now)
+                        host.too_large(request, str(e), name, now)
                         continue
                     host.record_placement(request.request_id, name)
                     host.kick(inst, now)
@@ -86,7 +90,7 @@ class SimApplier:
             try:
                 inst.core.check_fits(e.request)
             except RequestTooLarge as err:
-                self.host.reject(e.request, str(err), now_s)
+                self.host.too_large(e.request, str(err), inst.name, now_s)
                 continue
             fitting.append(e)
             self.host.record_placement(e.request.request_id, inst.name)

@@ -32,6 +32,10 @@ class EventLoop(Protocol):
         """Hand the cluster core `event` and apply its decisions."""
         ...
 
+    def scheduler_tick(self, now_s: float) -> None:
+        """The scheduler's periodic tick."""
+        ...
+
     def reject(self, request: Request, reason: str, now_s: float) -> None: ...
 
     def record_finish(self, seq: Sequence, instance: str) -> None: ...
@@ -41,6 +45,7 @@ class EventOrder(IntEnum):
     STEP_END = 0
     ARRIVAL = 1
     SCHEDULE = 2
+    TICK = 3
 
 
 @dataclass(slots=True)
@@ -98,4 +103,16 @@ class StepEnd:
         return [Schedule(self.time_s, inst)]
 
 
-Event = Arrival | Schedule | StepEnd
+@dataclass(slots=True)
+class Tick:
+    """The scheduler's tick (services/scheduler/args.py tick_interval_ms), while work is queued."""
+
+    time_s: float
+    order = EventOrder.TICK
+
+    def handle(self, sim: EventLoop) -> list[Event]:
+        sim.scheduler_tick(self.time_s)
+        return []
+
+
+Event = Arrival | Schedule | StepEnd | Tick

@@ -12,15 +12,17 @@ import time
 from collections.abc import Callable, Sequence
 
 from services.replica.core.sequence import Sequence as Seq
-from services.scheduler.core import events as cluster
-from services.scheduler.core.cluster_core import ClusterCore
+from services.scheduler.core import events as cev
+from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
 from shared.domain import HardwareProfile, Request
+from shared.domain.scorpio import ScorpioConfig
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
-from slomesh.sim.events import Arrival, Event, Schedule
+from slomesh.sim.events import Arrival, Event, Schedule, Tick
 from slomesh.sim.instance import SimInstance
+from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
 from slomesh.stacks import StackConfig
 
 
@@ -36,29 +38,32 @@ class Simulator:
         requests: Sequence[Request],
         progress: Callable[[int], None] | None = None,
         timer: Callable[[], float] = time.perf_counter,
+        admission: SimAdmissionConfig | None = None,
     ) -> None:
+        """admission: the live scheduler's admission settings (default: its defaults)."""
         self.stack = stack
+        self.admission = admission if admission is not None else SimAdmissionConfig()
         self.global_policy = stack.global_policy(simulated=True)
         engine = cluster.engine.model_copy(
             update={
                 "queue_policy": stack.queue_policy,
                 "mode": stack.engine_mode,
                 "preemption_mode": stack.preemption_mode,
-                "scorpio": stack.scorpio,
+                "scorpio": engine_scorpio(stack.scorpio),
             }
         )
-        self.instances: list[SimInstance] = []
-        """The instances arrivals may go to (an autoscaled run drains some out of it)."""
-        self.core = ClusterCore(self.global_policy)
-        """The scheduler's cluster core: every decision comes from it, as data."""
-        self.applier = SimApplier(self)
+        instances: list[SimInstance] = []
         for spec in cluster.instances:
             profiles = _profiles(spec)
             for _ in range(spec.count):
-                name = f"i{len(self.instances)}-{spec.gpu}"
-                inst = SimInstance(name, spec.gpu, profiles, engine, spec.models[0])
-                self.add_instance(inst)
-                self.instances.append(inst)
+                name = f"i{len(instances)}-{spec.gpu}"
+                instances.append(SimInstance(name, spec.gpu, profiles, engine, spec.models[0]))
+        self.instances: list[SimInstance] = []
+        """The instances arrivals may go to (an autoscaled run drains some out of it)."""
+        self.applier = SimApplier(self)
+        self.replace_instances(instances)
+        self._pending: list[cev.ClusterEvent] = []
+        self._tick_due: float | None = None
         self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
         self._arrivals = iter(self.requests)
         self._heap: list[tuple[float, int, int, Event]] = []
@@ -70,26 +75,54 @@ class Simulator:
 
     # ---- callbacks from events and the applier ------------------------------------------------
     def add_instance(self, inst: SimInstance) -> None:
-        """Make `inst` known to the cluster core and the applier."""
-        self.core.add_instance(inst)
+        """A new instance (an autoscaled run starts one): it takes arrivals once it is in
+        `self.instances`."""
+        self.scheduler.add_instance(inst, serving=False)
         self.applier.add_instance(inst)
 
     def replace_instances(self, instances: list[SimInstance]) -> None:
-        """Serve with `instances` instead (before the run starts)."""
-        for old in self.instances:
-            self.core.remove_instance(old.name)
-            self.applier.instances.pop(old.name, None)
+        """Serve with `instances` (before the run starts): a fresh scheduler over them."""
         self.instances = list(instances)
+        self.scheduler = SimScheduler(
+            self.global_policy,
+            self.stack.name,
+            self.instances,
+            self.admission,
+            admission_ttft_guard(self.stack.scorpio),
+        )
+        """The live scheduler's admission and cluster core: every decision comes from it."""
+        self.core = self.scheduler.admission.core
+        """The scheduler's cluster core (what the admission hands each event to)."""
+        self.applier.instances.clear()
         for inst in self.instances:
-            self.add_instance(inst)
+            self.applier.add_instance(inst)
 
-    def decide(self, event: cluster.ClusterEvent) -> None:
-        """The cluster core's decisions on `event`, applied at once. Arrivals may go to the
-        instances of `self.instances` only."""
-        candidates = None
-        if isinstance(event, cluster.Arrival):
-            candidates = [i.name for i in self.instances]
-        self.applier.apply(self.core.handle(event, candidates))
+    def decide(self, event: cev.ClusterEvent) -> None:
+        """Hand `event` to the scheduler and apply its decisions at once (and those of the
+        events applying them causes); a scheduler tick is due while anything is queued."""
+        if isinstance(event, cev.Arrival):
+            names = {i.name for i in self.instances}
+            self.scheduler.serving(names, event.now_s)
+        self._pending.append(event)
+        while self._pending:
+            for out in self.scheduler.handle(self._pending.pop(0)):
+                self.applier.apply(out)
+            for rejection in self.scheduler.take_answered():
+                self.reject(rejection.request, rejection.reason, event.now_s)
+        if self.scheduler.queued and self._tick_due is None:
+            self._tick_due = event.now_s + self.admission.tick_interval_ms / 1e3
+            self._push(Tick(self._tick_due))
+
+    def scheduler_tick(self, now_s: float) -> None:
+        """The scheduler's periodic tick (while anything is queued, as live)."""
+        self._tick_due = None
+        self.decide(cev.Tick(now_s))
+
+    def too_large(self, request: Request, reason: str, instance: str, now_s: float) -> None:
+        """A placed request can never fit `instance`'s KV cache: rejected there, its place in
+        the scheduler's books freed (as an engine rejection)."""
+        self.reject(request, reason, now_s)
+        self._pending.append(cev.EngineReject(request, instance, reason, now_s))
 
     def next_arrival(self) -> list[Event]:
         req = next(self._arrivals, None)
@@ -112,7 +145,7 @@ class Simulator:
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         assert seq.finish_s is not None
-        self.decide(cluster.Finish(r.request_id, instance, seq.num_output_tokens, seq.finish_s, r))
+        self.decide(cev.Finish(r.request_id, instance, seq.num_output_tokens, seq.finish_s, r))
         self._add_record(
             RequestRecord.from_request(
                 r,
@@ -177,6 +210,21 @@ class Simulator:
                 )
             )
         return out
+
+
+def engine_scorpio(scorpio: ScorpioConfig | None) -> ScorpioConfig | None:
+    """SCORPIO at the engines, as the live mesh runs it: the TTFT guard runs at admission
+    (admission_ttft_guard), so an engine keeps SCORPIO only for credit batching or VBS."""
+    if scorpio is None or not (scorpio.credit_batching or scorpio.vbs_admission):
+        return None
+    return scorpio.model_copy(update={"ttft_guard": False})
+
+
+def admission_ttft_guard(scorpio: ScorpioConfig | None) -> TTFTAdmissionConfig:
+    """The stack's TTFT guard (its admitter), at admission: its one home, live and simulated."""
+    if scorpio is None or not scorpio.ttft_guard:
+        return TTFTAdmissionConfig()
+    return TTFTAdmissionConfig(enabled=True, margin_s=scorpio.ttft_margin_s)
 
 
 def _profiles(spec: InstanceSpec) -> dict[str, HardwareProfile]:

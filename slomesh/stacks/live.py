@@ -2,9 +2,9 @@
 
 What each stage becomes live:
 - `admitter: ttft-guard`: the scheduler's TTFT admission (`ttft_guard` of the scheduler's args,
-  services/scheduler/core/ttft_admission.py). In the simulator the same stage runs at the
-  engine's queue (SCORPIO's TTFT guard); live, an engine guard would cut streams the ingress
-  has already answered, so the engines run without it.
+  services/scheduler/core/ttft_admission.py), its one home: the simulator runs the same
+  admission (slomesh/sim/scheduler.py) and its engines run without SCORPIO's TTFT guard too
+  (an engine guard would cut streams the ingress has already answered).
 - orderer, placer, evictor, shedder and a cluster batch former: the scheduler's global policy and
   its options, the same core the simulator runs.
 - `batch_former: scorpio`, `engine_queue`, `engine_mode`, `preemption`: every replica's engine.

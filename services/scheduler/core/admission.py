@@ -23,16 +23,18 @@ evictions and resumes as the replicas' pending actions, rejections as answers.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from collections.abc import Sequence
 
+from services.scheduler.core.admit_decision import DROP_REASONS, AdmitDecision
 from services.scheduler.core.cluster_core import ClusterCore
+from services.scheduler.core.cluster_view import InstanceView
 from services.scheduler.core.drain_rate import DrainRate
 from services.scheduler.core.events import (
     Abort,
     Arrival,
+    EngineReject,
     Finish,
     LeasedPlacement,
-    ReplicaState,
     SliceEnd,
     StepEnd,
     Tick,
@@ -47,37 +49,15 @@ from services.scheduler.core.output import (
     Rejection,
     Resume,
 )
+from services.scheduler.core.replica_health import ReplicaHealth
 from services.scheduler.core.ttft_admission import TTFTAdmission
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
 
-DROP_REASONS = (
-    "no-replica",
-    "unavailable",
-    "queue-full",
-    "replicas-full",
-    "deadline-infeasible",
-    "deadline-expired",
-    "sheddable-saturated",
-    "shed-for-critical",
-)
-"""The drop reasons a rejection may carry (AdmitReply.drop_reason)."""
+__all__ = ["DROP_REASONS", "AdmissionCore", "AdmitDecision"]
 
 
-@dataclass(frozen=True, slots=True)
-class AdmitDecision:
-    admitted: bool
-    replica: LiveReplica | None
-    reason: str = ""
-    retry_after_s: float = 0.0
-    policy: str = ""
-    queued: bool = False
-    """Admitted into the policy's queue; the replica comes with a later dispatch."""
-    drop_reason: str = ""
-    """Why it was rejected, one of DROP_REASONS ("" when admitted)."""
-
-
-class AdmissionCore:
+class AdmissionCore(ReplicaHealth):
     def __init__(
         self,
         replicas: list[LiveReplica],
@@ -85,7 +65,8 @@ class AdmissionCore:
         policy_label: str,
         max_in_flight: int,
         max_queued: int = 100_000,
-        max_queue_wait_s: float = 4.0,
+        max_queue_wait_s: float | None = None,
+        views: Sequence[InstanceView] | None = None,
     ) -> None:
         if not replicas:
             raise ValueError("scheduler.replicas must list at least one replica")
@@ -97,10 +78,14 @@ class AdmissionCore:
             raise ValueError(f"scheduler.max_queued_requests must be >= 0, got {max_queued}")
         self.replicas = {r.application: r for r in replicas}
         self.policy = policy
-        self.core = ClusterCore(policy, replicas)
+        self.core = ClusterCore(policy, views if views is not None else replicas)
+        """The cluster core: the policy's decisions on each event, as data. It sees `views`
+        (the simulator's engines) when given, else the replicas' books."""
         for r in replicas:
             self.core.healthy[r.application] = r.healthy
-        """The cluster core: the policy's decisions on each event, as data."""
+        self.record_outputs = False
+        """Keep every output of the core for `take_outputs` (the simulator applies them)."""
+        self._outputs: list[ClusterOutput] = []
         self.policy_label = policy_label
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
@@ -135,7 +120,8 @@ class AdmissionCore:
         return [r for r in self._queued.values() if r.model == model]
 
     def admit(self, request: Request, now_s: float) -> AdmitDecision:
-        serving = [r for r in self.replicas.values() if r.serves(request.model)]
+        views = self.core.views
+        serving = [r for r in self.replicas.values() if views[r.application].serves(request.model)]
         if not serving:
             return self._reject(f"no replica serves model '{request.model}'", 0.0, "no-replica")
         serving = [r for r in serving if r.healthy]
@@ -163,7 +149,7 @@ class AdmissionCore:
         if verdict.rejected:
             return self._reject(verdict.reason, verdict.retry_after_s, "deadline-infeasible")
         open_ = verdict.candidates
-        budget_s = min(request.ttft_deadline_abs_s - now_s, self.max_queue_wait_s)
+        budget_s = self._wait_budget_s(request, now_s)
         if request.sheddable:  # every request of its band or above is served first
             ahead = sum(r.criticality >= request.criticality for r in self._queued.values())
         else:
@@ -190,18 +176,28 @@ class AdmissionCore:
             return AdmitDecision(True, None, policy=self.policy_label, queued=True)
         return AdmitDecision(True, chosen, policy=self.policy_label)
 
-    def resume_slice(self, request: Request, output_tokens: int, now_s: float) -> AdmitDecision:
+    def resume_slice(
+        self,
+        request: Request,
+        output_tokens: int,
+        now_s: float,
+        entry: SliceEntry | None = None,
+    ) -> AdmitDecision:
         """`request`'s slice ended unfinished after `output_tokens` tokens (slice-level serving):
         it leaves its replica and goes back to the policy's pool with its context (prompt + those
         tokens), keeping its arrival and deadlines (the booked Request when the scheduler still
-        has it). No admission rule applies: its stream has started. Answers like `admit`."""
+        has it). No admission rule applies: its stream has started. Answers like `admit`.
+        entry: the slice end as the engine reports it (first token time, preemptions)."""
         rid = request.request_id
         owner = self._owner.pop(rid, None)
         booked = owner.forget(rid) if owner is not None else None
         request = booked or request
         self._continuing.add(rid)
         self._enqueue(request)
-        entry = SliceEntry(request, output_tokens)
+        if entry is None:
+            entry = SliceEntry(request, output_tokens)
+        else:
+            entry = SliceEntry(request, output_tokens, entry.first_token_s, entry.preemptions)
         self._book(self.core.handle(SliceEnd(entry, owner.application if owner else "", now_s)))
         chosen = self._owner.get(rid)
         return AdmitDecision(True, chosen, policy=self.policy_label, queued=chosen is None)
@@ -252,21 +248,11 @@ class AdmissionCore:
         out, self._shed = self._shed, []
         return out
 
-    def health(self) -> tuple[bool, str]:
-        """Whether a new request could be admitted now, and why not."""
-        if len(self._queued) >= self.max_queued:
-            return False, f"global queue full ({len(self._queued)} requests)"
-        healthy = [r for r in self.replicas.values() if r.healthy]
-        if not healthy:
-            return False, "no replica answers"
-        if all(len(r.in_flight) >= self.max_in_flight * r.engines for r in healthy):
-            return False, f"every replica has {self.max_in_flight} requests in flight"
-        return True, ""
-
     def report(
-        self, request_id: str, output_tokens: int = 0, now_s: float = 0.0
+        self, request_id: str, output_tokens: int = 0, now_s: float = 0.0, pull: bool = True
     ) -> LiveReplica | None:
-        """The request finished (or failed): free its place. Unknown ids are ignored."""
+        """The request finished (or failed): free its place. Unknown ids are ignored. pull: let
+        its replica pull at once (the simulator's own step end does that)."""
         self._continuing.discard(request_id)
         owner = self._owner.pop(request_id, None)
         if owner is None:
@@ -277,24 +263,9 @@ class AdmissionCore:
         name = owner.application
         if request is not None:
             self._book(self.core.handle(Finish(request_id, name, output_tokens, now_s, request)))
-        if owner.healthy:  # room freed: the replica may pull
+        if pull and owner.healthy:  # room freed: the replica may pull
             self._book(self.core.handle(StepEnd(name, now_s)))
         return owner
-
-    def release_unheld(
-        self, application: str, held: set[str], now_s: float, lease_s: float
-    ) -> list[str]:
-        """Reconcile with what replica `application` reports it holds: admissions it does not
-        hold after `lease_s` are released as if reported (their callers went away between
-        admission and the stream's start, or died mid-stream). Returns the released ids."""
-        rep = self.replicas.get(application)
-        if rep is None:
-            return []
-        lost = rep.unheld(held, now_s, lease_s)
-        for rid in lost:
-            self.report(rid, 0, now_s)
-        self.released += len(lost)
-        return lost
 
     def expire_queued(self, now_s: float, margin_s: float) -> list[str]:
         """Take out of the queue every request that can no longer start in time: its TTFT
@@ -304,7 +275,7 @@ class AdmissionCore:
             rid
             for rid, r in self._queued.items()
             if rid not in self._continuing
-            and now_s >= min(r.ttft_deadline_abs_s - margin_s, r.arrival_s + self.max_queue_wait_s)
+            and now_s >= min(r.ttft_deadline_abs_s - margin_s, self._wait_until_s(r))
         ]
         for rid in out:
             self._dequeue(rid)
@@ -317,31 +288,22 @@ class AdmissionCore:
         self._book(self.core.handle(Tick(now_s)))
         self._take_policy_rejections()
 
-    def record_probe(
-        self, application: str, answered: bool, now_s: float, failures_to_unhealthy: int = 2
-    ) -> bool:
-        """One Status probe's outcome. A replica turns unhealthy after `failures_to_unhealthy`
-        failed probes in a row (one slow answer under load does not flap it) and healthy again
-        at its first answer. True when its health changed (see set_health)."""
-        if answered:
-            self._probe_failures.pop(application, None)
-            return self.set_health(application, True, now_s)
-        n = self._probe_failures.get(application, 0) + 1
-        self._probe_failures[application] = n
-        return n >= failures_to_unhealthy and self.set_health(application, False, now_s)
+    def step_end(self, application: str, now_s: float) -> None:
+        """An engine step of `application` ended (the simulator's engines): it may pull."""
+        self._book(self.core.handle(StepEnd(application, now_s)))
 
-    def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
-        """Record whether replica `application` answers; True when that changed. A replica that
-        stops answering gets no new placements or pulls and its queued work is re-planned over
-        the others (policy.on_instance_lost); its requests in flight fail at the ingress, which
-        reports them. It takes work again once it answers (the policy meets it again with the
-        next arrival)."""
-        rep = self.replicas.get(application)
-        if rep is None or rep.healthy == healthy:
-            return False
-        rep.healthy = healthy
-        self._book(self.core.handle(ReplicaState(application, healthy, now_s)))
-        return True
+    def engine_reject(self, request: Request, application: str, reason: str, now_s: float) -> None:
+        """`application`'s engine turned a placed request away: its place is free again."""
+        owner = self._owner.pop(request.request_id, None)
+        if owner is not None:
+            owner.forget(request.request_id)
+        self._continuing.discard(request.request_id)
+        self._book(self.core.handle(EngineReject(request, application, reason, now_s)))
+
+    def take_outputs(self) -> list[ClusterOutput]:
+        """The core's outputs since the last call, in order (with `record_outputs` set)."""
+        out, self._outputs = self._outputs, []
+        return out
 
     def take_dispatched(self) -> list[tuple[Request, LiveReplica]]:
         """Placements made since the last call (queued requests pulled by a replica)."""
@@ -370,6 +332,8 @@ class AdmissionCore:
         take no swaps (a prewarm is nothing to do; an adapter load is the replica's own, when
         the request placed after it arrives: services/replica/adapters.py)."""
         now_s = out.now_s
+        if self.record_outputs:
+            self._outputs.append(out)
         for action in out.ordered():
             match action:
                 case Placement(request=request, instance=name):
@@ -390,6 +354,16 @@ class AdmissionCore:
         if self._dequeue(request.request_id) is not None:
             self._dispatched.append((request, rep))
             self.drain.record(now_s)
+
+    def _wait_until_s(self, request: Request) -> float:
+        """When `request` has waited the longest the queue may hold it (None: no cap beyond
+        its TTFT deadline)."""
+        cap = self.max_queue_wait_s
+        return request.arrival_s + cap if cap is not None else request.ttft_deadline_abs_s
+
+    def _wait_budget_s(self, request: Request, now_s: float) -> float:
+        """How long `request` may still wait in the queue."""
+        return min(request.ttft_deadline_abs_s, self._wait_until_s(request)) - now_s
 
     def _reject(self, reason: str, retry_after_s: float, drop_reason: str) -> AdmitDecision:
         self.rejected += 1

@@ -19,7 +19,7 @@ from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.instance import SimInstance
-from slomesh.sim.simulator import Simulator
+from slomesh.sim.simulator import Simulator, engine_scorpio
 from slomesh.stacks import StackConfig
 
 _STAND_IN = InstanceSpec(gpu="A100-80GB", models=["llama-3.1-8b"], tensor_parallel=1)
@@ -45,7 +45,7 @@ class ProfiledSimulator(Simulator):
                 "queue_policy": stack.queue_policy,
                 "mode": stack.engine_mode,
                 "preemption_mode": stack.preemption_mode,
-                "scorpio": stack.scorpio,
+                "scorpio": engine_scorpio(stack.scorpio),
             }
         )
         self.replace_instances(

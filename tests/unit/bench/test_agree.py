@@ -181,10 +181,12 @@ def test_profiled_simulator_serves_the_trace_on_the_cpu_profile() -> None:
     }
     for run in runs.values():
         assert len(run.records) == 60
-        assert {r.instance for r in run.records} == {"i0-cpu", "i1-cpu"}
-        assert all(
-            r.output_tokens == t.output_tokens for r, t in zip(run.records, trace, strict=True)
-        )
+        # the live scheduler's admission runs in the simulator: a queued request whose TTFT
+        # deadline can no longer be met is answered with a rejection, as live
+        served = [(r, t) for r, t in zip(run.records, trace, strict=True) if not r.rejected]
+        assert len(served) >= 45
+        assert {r.instance for r, _ in served} == {"i0-cpu", "i1-cpu"}
+        assert all(r.output_tokens == t.output_tokens for r, t in served)
     assert runs["qlm"].scored_waits and not runs["edf"].scored_waits
     fcfs, edf = (attainment(runs[p].records)["short"][1] for p in ("vllm-fcfs", "edf"))
     assert edf > fcfs  # overloaded: EDF serves the 0.2 s class ahead of the long work

@@ -145,7 +145,7 @@ def test_sim_rejects_too_large_and_unserved_requests(sims, smoke):
     assert "exceeds the KV capacity" in h.reject_reason
     assert h.first_token_s is None and h.output_tokens == 0
     a = by_id["alien"]
-    assert a.rejected and a.reject_reason == "no instance serves model 'mistral-7b'"
+    assert a.rejected and a.reject_reason == "no replica serves model 'mistral-7b'"  # admission
     assert all(by_id[r.request_id].finished for r in ok)
     assert summarize(run).rejected == 2
 

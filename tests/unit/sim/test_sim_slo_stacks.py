@@ -120,12 +120,13 @@ def test_scorpio_protects_admitted_tpot_and_beats_vllm_under_overload():
 
 @pytest.mark.slow  # whole scenario runs under overload
 def test_scorpio_rejections_come_from_the_ttft_guard():
+    """The stack's TTFT guard runs at admission (its one home, live and simulated)."""
     run = scenario_run("scorpio-mixed", "scorpio", 400)
     rejected = [r for r in run.records if r.rejected]
     assert rejected, "the overloaded scenario should make the guard reject something"
     for rec in rejected:
-        assert "TTFT guard" in rec.reject_reason
-        assert rec.class_name in rec.reject_reason
+        assert rec.reject_reason.startswith("deadline-infeasible: predicted TTFT")
+        assert f"'{rec.class_name}' TTFT SLO" in rec.reject_reason
         assert rec.first_token_s is None and rec.output_tokens == 0
     fcfs = scenario_run("scorpio-mixed", "vllm-fcfs", 400)
     assert not any(r.rejected for r in fcfs.records)  # vLLM serves everything, late

@@ -1,0 +1,86 @@
+"""Replica health in the live scheduler: Status probes, unhealthy replicas, unheld admissions.
+
+A mixin of AdmissionCore (core/admission.py): the books it keeps are AdmissionCore's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.scheduler.core.events import ReplicaState
+from services.scheduler.core.live_view import LiveReplica
+
+if TYPE_CHECKING:
+    from services.scheduler.core.cluster_core import ClusterCore
+    from services.scheduler.core.output import ClusterOutput
+    from shared.domain import Request
+
+
+class ReplicaHealth:
+    replicas: dict[str, LiveReplica]
+    core: ClusterCore
+    max_in_flight: int
+    max_queued: int
+    released: int
+    _queued: dict[str, Request]
+    _probe_failures: dict[str, int]
+
+    if TYPE_CHECKING:  # AdmissionCore's
+
+        def _book(self, out: ClusterOutput) -> None: ...
+
+        def report(
+            self, request_id: str, output_tokens: int = 0, now_s: float = 0.0, pull: bool = True
+        ) -> LiveReplica | None: ...
+
+    def health(self) -> tuple[bool, str]:
+        """Whether a new request could be admitted now, and why not."""
+        if len(self._queued) >= self.max_queued:
+            return False, f"global queue full ({len(self._queued)} requests)"
+        healthy = [r for r in self.replicas.values() if r.healthy]
+        if not healthy:
+            return False, "no replica answers"
+        if all(len(r.in_flight) >= self.max_in_flight * r.engines for r in healthy):
+            return False, f"every replica has {self.max_in_flight} requests in flight"
+        return True, ""
+
+    def release_unheld(
+        self, application: str, held: set[str], now_s: float, lease_s: float
+    ) -> list[str]:
+        """Reconcile with what replica `application` reports it holds: admissions it does not
+        hold after `lease_s` are released as if reported (their callers went away between
+        admission and the stream's start, or died mid-stream). Returns the released ids."""
+        rep = self.replicas.get(application)
+        if rep is None:
+            return []
+        lost = rep.unheld(held, now_s, lease_s)
+        for rid in lost:
+            self.report(rid, 0, now_s)
+        self.released += len(lost)
+        return lost
+
+    def record_probe(
+        self, application: str, answered: bool, now_s: float, failures_to_unhealthy: int = 2
+    ) -> bool:
+        """One Status probe's outcome. A replica turns unhealthy after `failures_to_unhealthy`
+        failed probes in a row (one slow answer under load does not flap it) and healthy again
+        at its first answer. True when its health changed (see set_health)."""
+        if answered:
+            self._probe_failures.pop(application, None)
+            return self.set_health(application, True, now_s)
+        n = self._probe_failures.get(application, 0) + 1
+        self._probe_failures[application] = n
+        return n >= failures_to_unhealthy and self.set_health(application, False, now_s)
+
+    def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
+        """Record whether replica `application` answers; True when that changed. A replica that
+        stops answering gets no new placements or pulls and its queued work is re-planned over
+        the others (policy.on_instance_lost); its requests in flight fail at the ingress, which
+        reports them. It takes work again once it answers (the policy meets it again with the
+        next arrival)."""
+        rep = self.replicas.get(application)
+        if rep is None or rep.healthy == healthy:
+            return False
+        rep.healthy = healthy
+        self._book(self.core.handle(ReplicaState(application, healthy, now_s)))
+        return True

@@ -1,0 +1,187 @@
+"""The live scheduler in the simulator: AdmissionCore (and its cluster core) over simulated engines.
+
+Every arrival goes through the same admission code the live scheduler runs
+(services/scheduler/core/admission.py): no serving replica, the global-queue and in-flight
+limits, the TTFT guard at admission, the drain-rate rejection, shedding for more critical work,
+and then the global policy's placement, queueing or rejection. Queued requests are re-checked on
+the same tick as live (`tick_interval_ms`: pulls, and answers to those that can no longer start
+in time). Each cluster event of the simulator becomes the AdmissionCore call the live shell makes
+for it; the cluster core's outputs come back for the simulator's applier (rejections stripped:
+like the live shell, the simulator answers a request with a rejection exactly when admission
+says so: `answered`).
+
+The policy reads the simulated engines (their true state); the admission rules read the
+scheduler's own books (requests admitted and not finished per replica), as live. The TTFT guard
+reads each engine's queue as a fresh report at every arrival (live: the last Status answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.scheduler.args import SchedulerArgs
+from services.scheduler.core import events as ev
+from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.core.global_policy import GlobalPolicy
+from services.scheduler.core.live_view import LiveReplica
+from services.scheduler.core.output import ClusterOutput, Rejection
+from services.scheduler.core.ttft_admission import (
+    QueueReport,
+    TTFTAdmission,
+    TTFTAdmissionConfig,
+)
+from shared.domain import HardwareProfile, Request
+from slomesh.sim.instance import SimInstance
+
+
+def _live_default(name: str) -> float | None:
+    default = SchedulerArgs.model_fields[name].default
+    assert default is None or isinstance(default, int | float)
+    return default
+
+
+class SimAdmissionConfig(BaseModel):
+    """The live scheduler's admission settings, as the simulator runs them (defaults: the live
+    scheduler's, services/scheduler/args.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    max_in_flight_per_replica: int = Field(_live_default("max_in_flight_per_replica"), ge=1)  # type: ignore[assignment]
+    """Admission limit per replica; beyond it requests are rejected (replicas-full)."""
+    max_queued_requests: int = Field(_live_default("max_queued_requests"), ge=0)  # type: ignore[assignment]
+    """Requests held in the global queue at most (queue-full beyond it)."""
+    max_queue_wait_ms: float | None = Field(_live_default("max_queue_wait_ms"), gt=0)
+    """Longest a request waits in the global queue before it is answered with a rejection
+    (None: until its TTFT deadline is `queue_reject_margin_ms` away)."""
+    queue_reject_margin_ms: float = Field(_live_default("queue_reject_margin_ms"), ge=0)  # type: ignore[assignment]
+    """A queued request whose TTFT deadline is closer than this is answered at once."""
+    tick_interval_ms: float = Field(_live_default("tick_interval_ms"), gt=0)  # type: ignore[assignment]
+    """How often queued work is re-checked (pulls, expiry) while anything is queued."""
+
+
+@dataclass
+class SimBooks(LiveReplica):
+    """The scheduler's books of one simulated instance: a LiveReplica serving every model the
+    instance has a profile for (simulated instances may swap models)."""
+
+    profiles: dict[str, HardwareProfile] | None = None
+
+    def serves(self, model: str) -> bool:
+        return self.profiles is not None and model in self.profiles
+
+    def profile(self, model: str) -> HardwareProfile:
+        if self.profiles is None or model not in self.profiles:
+            raise ValueError(f"{self.application} has no profile for {model}")
+        return self.profiles[model]
+
+
+def _books(inst: SimInstance) -> SimBooks:
+    profiles = dict(inst.core.tiers.profiles)
+    model = next(iter(profiles))
+    return SimBooks(
+        application=inst.name,
+        gpu_name=inst.gpu,
+        model=model,
+        profile_=profiles[model],
+        token_budget=inst.token_budget,
+        max_num_seqs=inst.max_num_seqs,
+        profiles=profiles,
+    )
+
+
+class SimScheduler:
+    def __init__(
+        self,
+        policy: GlobalPolicy,
+        label: str,
+        instances: Sequence[SimInstance],
+        config: SimAdmissionConfig,
+        ttft_guard: TTFTAdmissionConfig,
+    ) -> None:
+        self.cfg = config
+        self.views = list(instances)
+        self.admission = AdmissionCore(
+            [_books(i) for i in instances],
+            policy,
+            label,
+            config.max_in_flight_per_replica,
+            config.max_queued_requests,
+            None if config.max_queue_wait_ms is None else config.max_queue_wait_ms / 1e3,
+            views=self.views,
+        )
+        self.admission.record_outputs = True
+        self.admission.ttft = TTFTAdmission(ttft_guard)
+        self.requests: dict[str, Request] = {}
+        self.answered: list[Rejection] = []
+
+    @property
+    def queued(self) -> int:
+        return self.admission.queued
+
+    def add_instance(self, inst: SimInstance, serving: bool) -> None:
+        """An instance joins (an autoscaled run starts one); it takes arrivals once serving."""
+        books = _books(inst)
+        books.healthy = serving
+        self.views.append(inst)
+        self.admission.replicas[inst.name] = books
+        self.admission.core.add_instance(inst)
+        self.admission.core.healthy[inst.name] = serving
+
+    def serving(self, names: set[str], now_s: float) -> None:
+        """Only `names` take new arrivals (an autoscaled run drains the others)."""
+        for name, rep in self.admission.replicas.items():
+            if rep.healthy != (name in names):
+                self.admission.set_health(name, name in names, now_s)
+
+    def handle(self, event: ev.ClusterEvent) -> list[ClusterOutput]:
+        """The AdmissionCore call the live shell makes for `event`; the outputs it caused."""
+        adm = self.admission
+        now = event.now_s
+        match event:
+            case ev.Arrival(request=request):
+                self.requests[request.request_id] = request
+                self._reports(now)
+                decision = adm.admit(request, now)
+                if not decision.admitted:
+                    self._answer(request, decision.reason, decision.drop_reason, now)
+            case ev.StepEnd(instance=name):
+                adm.step_end(name, now)
+            case ev.Finish(request_id=rid, output_tokens=n):
+                adm.report(rid, n, now, pull=False)
+            case ev.EngineReject(request=request, instance=name, reason=reason):
+                adm.engine_reject(request, name, reason, now)
+            case ev.SliceEnd(entry=entry):
+                adm.resume_slice(entry.request, entry.output_tokens, now, entry)
+            case ev.Tick():
+                adm.tick(now)
+                margin = self.cfg.queue_reject_margin_ms / 1e3
+                for rid in adm.expire_queued(now, margin):
+                    reason = "overloaded: TTFT deadline cannot be met from the queue"
+                    self._answer(self.requests[rid], reason, "deadline-expired", now)
+            case _:
+                raise ValueError(f"the simulator sends no {type(event).__name__} event")
+        for rid, reason in adm.take_shed():
+            self._answer(self.requests[rid], reason, "shed-for-critical", now)
+        return [replace(out, rejections=()) for out in adm.take_outputs()]
+
+    def take_answered(self) -> list[Rejection]:
+        """Requests answered with a rejection since the last call."""
+        out, self.answered = self.answered, []
+        return out
+
+    def _answer(self, request: Request, reason: str, drop: str, now_s: float) -> None:
+        self.answered.append(Rejection(len(self.answered), request, reason, drop))
+
+    def _reports(self, now_s: float) -> None:
+        """Every engine's queue as a fresh report for the TTFT guard."""
+        ttft = self.admission.ttft
+        if not ttft.cfg.enabled:
+            return
+        for inst in self.views:
+            st = inst.status()
+            ttft.update(
+                inst.name, QueueReport(st.waiting, st.running, st.pending_prefill_tokens, now_s)
+            )
