@@ -86,7 +86,7 @@ PAGES = (
           "slomesh.bench.agree.workload:AgreeWorkloadSpec",
           "slomesh.bench.scenarios.diurnal:DiurnalSpec",
           "shared.workloads.conversations:ConversationSpec",
-          "slomesh.sim.shards:ShardModel")),
+          "slomesh.sim.shards:ShardModel", "slomesh.sim.scheduler:SimAdmissionConfig")),
 )  # fmt: skip
 
 NOT_CONFIG = frozenset({
