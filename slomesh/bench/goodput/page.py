@@ -183,8 +183,8 @@ def render(data: Mapping[str, Any]) -> str:
         data["command"],
         "```",
         "",
-        f"Run {data['date']} at commit `{data.get('commit', '?')}` (slomesh runs the code its "
-        f"`slomesh` console script imports), {data['cpus']} CPUs, "
+        f"Run {data['date']} at commit `{data.get('commit', '?')}` (slomesh runs the code of "
+        f"the benchmark's import path), {data['cpus']} CPUs, "
         f"load average before {data['load_average_before']}, after {data['load_average_after']}.",
         "",
     ]
