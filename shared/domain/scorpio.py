@@ -22,6 +22,11 @@ class ScorpioConfig(BaseModel):
     vbs_admission: bool = True
     """The TPOT guard: admit a request only if the estimated TPOT at the virtual batch size
     stays within the tightest STP of the running set."""
+    vbs_untargeted_free: bool = False
+    """The TPOT guard guards only TPOT SLOs: a candidate is admitted without a TPOT estimate
+    when neither it nor any running request carries a TPOT SLO (a TTFT-only workload is never
+    capped). False: requests without one count with `default_tpot_s` as their STP, as in
+    SCORPIO's reference code."""
     ttft_guard: bool = True
     """Least-deadline-first early rejection of waiting requests that cannot make their TTFT SLO."""
     tpot_safety_factor: float = Field(1.3, gt=0)

@@ -178,6 +178,7 @@ SCORPIO_KEYS = dict.fromkeys(
     [
         "credit_batching",
         "vbs_admission",
+        "vbs_untargeted_free",
         "tpot_safety_factor",
         "tpot_slo_margin",
         "default_tpot_s",

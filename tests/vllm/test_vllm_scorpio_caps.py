@@ -67,3 +67,31 @@ def test_scorpio_step_lowers_and_restores_both_caps(stps: list[float]) -> None:
     assert all(n <= running_cap for n, running_cap, _ in seen)
     if len(set(stps)) > 1:
         assert step.skipped_decodes > 0 and any(active < 4 for *_, active in seen)
+
+
+@pytest.mark.parametrize(
+    ("free", "waiting_stps", "admitted"),
+    [
+        # tau(N) = 0.02·N + 0.01 s; without a TPOT SLO a request counts at default_tpot_s 0.2 s
+        (False, [0.0] * 8, 6),  # 1.3·tau(N) <= 0.198 for N <= 7 (one already running)
+        (True, [0.0] * 8, 8),  # no TPOT SLO anywhere: nothing to guard
+        # a TPOT SLO (0.1 s) joins: guarded from then on, the others at TRP 0.5, so
+        # VBS = 1 + 0.5·(N - 1) <= 3.31 holds for N <= 5 in all
+        (True, [0.0, 0.0, 0.1, 0.0, 0.0], 4),
+    ],
+)
+def test_vbs_untargeted_free_caps_only_batches_with_a_tpot_slo(free, waiting_stps, admitted):
+    from shared.domain.profile import DecodeCoeffs
+
+    config = ScorpioConfig(credit_batching=False, vbs_untargeted_free=free)
+    step = ScorpioStep(config, DecodeCoeffs(0.0, 0.02, 0.0, 0.01))
+    # _Req's stp 0.0 stands for "no TPOT SLO" (_stp_s falls back to default_tpot_s)
+    sched = _Scheduler(
+        [_Req("run", 0.0)],
+        [_Req(f"w{k}", s) for k, s in enumerate(waiting_stps)],
+        max_num_running_reqs=16,
+        max_num_active_reqs=16,
+    )
+    caps: list[int] = []
+    step.run(sched, lambda: caps.append(sched.max_num_running_reqs))
+    assert caps == [1 + admitted]

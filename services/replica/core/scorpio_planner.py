@@ -120,4 +120,8 @@ class ScorpioPlanner(ContinuousPlanner):
         running = [Candidate(self.stp_s(s), s.num_tokens) for s in self.state.running]
         if not running:
             return True  # an idle engine always takes its head (it would otherwise starve)
+        if self.scorpio.vbs_untargeted_free and not any(
+            s.request.slo.tpot_target_s for s in (*self.state.running, seq)
+        ):
+            return True  # no TPOT SLO to guard
         return vbs.decide(running, Candidate(self.stp_s(seq), seq.num_tokens)).admit

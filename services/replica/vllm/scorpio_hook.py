@@ -107,10 +107,14 @@ class ScorpioStep:
         assert self.vbs is not None
         default = self.config.default_tpot_s
         batch = [Candidate(_stp_s(r, default), r.num_tokens) for r in running]
+        free = self.config.vbs_untargeted_free
+        targeted = any(_stp_s(r, 0.0) for r in running)
         admitted = 0
         for request in scheduler.waiting:
             cand = Candidate(_stp_s(request, default), request.num_tokens)
-            if batch and not self.vbs.decide(batch, cand).admit:
+            targeted = targeted or bool(_stp_s(request, 0.0))
+            guarded = targeted or not free  # vbs_untargeted_free: no TPOT SLO to guard
+            if batch and guarded and not self.vbs.decide(batch, cand).admit:
                 self.admissions_blocked += 1
                 break
             batch.append(cand)

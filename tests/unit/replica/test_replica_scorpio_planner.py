@@ -130,6 +130,33 @@ def test_vbs_admission_holds_back_heads_until_a_request_finishes(h, vbs, stps, f
         assert admitted - 1 >= finishes["r0"]
 
 
+@pytest.mark.parametrize(
+    ("free", "stps", "first_batch"),
+    [
+        # no TPOT SLO: each counts at default_tpot_s 0.2 s, 1.3·tau(N) <= 0.198 for N <= 7
+        (False, [None] * 9, 7),
+        (True, [None] * 9, 9),  # nothing to guard: the batch is not capped
+        # one TPOT SLO (0.1 s) in the batch: guarded again, the others at TRP 0.5,
+        # VBS = 1 + 0.5·(N - 1) <= 3.31 for N <= 5
+        (True, [0.1] + [None] * 8, 5),
+        (True, [None] * 6 + [0.1], 6),  # the tight newcomer would make VBS 4: held back
+    ],
+)
+def test_vbs_untargeted_free_guards_only_tpot_slos(h, free, stps, first_batch):
+    core = scorpio_core(
+        h,
+        decode=FLAT_DECODE,
+        ttft_guard=False,
+        prefill_interference=False,
+        credit_batching=False,
+        vbs_untargeted_free=free,
+    )
+    for k, stp in enumerate(stps):
+        core.add_request(req(f"r{k}", 16, 12, tpot=stp), 0.0)
+    _, ids, _ = step(core, 0.0)
+    assert sorted(ids) == sorted(f"r{k}" for k in range(first_batch))
+
+
 def test_vbs_admission_counts_running_requests_at_plan_time(h):
     core = scorpio_core(h, decode=FLAT_DECODE, ttft_guard=False, prefill_interference=False)
     for k in range(3):

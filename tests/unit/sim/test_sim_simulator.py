@@ -53,7 +53,7 @@ SLOMESH_STACKS = [
     "slomesh",
     "slomesh-no-qlm",
     "slomesh-no-scorpio",
-    "slomesh-no-credit",
+    "slomesh-credit",
     "slomesh-no-vbs",
     "slomesh-no-guard",
     "slomesh-static",

@@ -28,8 +28,10 @@ def test_shipped_stack_resolves_and_builds(name: str) -> None:
         ("scorpio", "least-loaded", "edf", "continuous", "recompute", (True, True, True)),
         ("scorpio-no-guard", "least-loaded", "edf", "continuous", "recompute", (True, True, False)),
         ("scls", "batching", "fcfs", "static", "recompute", None),
-        ("slomesh", "qlm", "edf", "continuous", "recompute", (True, True, True)),
-        ("slomesh-swap", "qlm", "edf", "continuous", "auto", (True, True, True)),
+        # the flagship runs VBS admission and the TTFT guard without credit batching
+        ("slomesh", "qlm", "edf", "continuous", "recompute", (False, True, True)),
+        ("slomesh-credit", "qlm", "edf", "continuous", "recompute", (True, True, True)),
+        ("slomesh-swap", "qlm", "edf", "continuous", "auto", (False, True, True)),
         ("slomesh-no-scorpio", "qlm", "edf", "continuous", "recompute", None),
     ],
 )
@@ -66,6 +68,7 @@ def test_stack_fields(name, policy, queue, mode, preemption, guards) -> None:
         ("slomesh-evict-blind", ("eviction", "weigh_cost"), False),
         ("slomesh-queued-tight", ("tight", "direct_max_ttft_s"), None),
         ("slomesh-queued-tight", ("tight", "yield_to_swaps"), True),  # merged, not replaced
+        ("slomesh", ("tight", "direct_while_queue_empty"), True),
         ("scls-no-slice", ("slice_iterations",), None),
         ("slo-odbs", ("placer",), "least-loaded"),
         ("qlm-true-lengths", ("lengths",), "true"),

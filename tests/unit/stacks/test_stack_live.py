@@ -90,7 +90,11 @@ def test_vllm_runs_the_flagship() -> None:
     apps = _apps("slomesh")
     assert apps["scheduler"]["policy_label"] == "slomesh"
     assert apps["scheduler"]["ttft_guard"]["enabled"] is True
-    assert apps["replica-0"]["vllm"]["scorpio"]["credit_batching"] is True
+    # the flagship's SCORPIO settings reach the vLLM replicas as written (credit batching off,
+    # the TPOT guard on TPOT SLOs only)
+    scorpio = apps["replica-0"]["vllm"]["scorpio"]
+    assert (scorpio["credit_batching"], scorpio["vbs_untargeted_free"]) == (False, True)
+    assert _apps("slomesh-credit")["replica-0"]["vllm"]["scorpio"]["credit_batching"] is True
 
 
 def test_simulated_replicas_run_the_engine_stages_as_written() -> None:

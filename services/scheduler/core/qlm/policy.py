@@ -114,7 +114,8 @@ class QLMPolicy(GlobalPolicy):
             choose_direct(
                 request, self._direct_candidates(request, instances), tight.active_model_only
             )
-            if is_tight(tight, request) and not contended
+            if is_tight(tight, request)
+            and (not contended or (tight.direct_while_queue_empty and not self._queued()))
             else None
         )
         if direct is not None:  # a tight class skips the virtual queues (tight_classes.py)
@@ -256,6 +257,9 @@ class QLMPolicy(GlobalPolicy):
                 self.instances[inst.name] = inst
                 self.vqs.add_instance(inst.name)
                 self.ops.add_instance(inst.name)
+
+    def _queued(self) -> bool:
+        return any(g.size for g in self.grouper.groups())
 
     def _direct_candidates(
         self, request: Request, instances: Sequence[InstanceView]

@@ -55,6 +55,10 @@ class TightClassConfig(BaseModel):
     work to batch the swaps (qlm-wc, 300-request probes: 5.36 r/s median with every request
     queued, 3.44 with direct dispatch to the loaded model); an instance of one model (every
     live replica) never swaps, and there QLM's queue only delays work (tight_classes.py)."""
+    direct_while_queue_empty: bool = False
+    """With bands or tenants contending, tight requests still go directly while the virtual
+    queues hold no request: bands and fairness have nothing to choose between then. False:
+    every request is queued once bands or tenants contend."""
 
 
 class EvictionCostConfig(BaseModel):

@@ -197,3 +197,31 @@ def test_direct_dispatch_only_to_single_model_instances(fakes, single_model_only
     p.on_arrival(req("m0", CHAT, model="m"), [inst], rej, 1.0)
     assert (p.ops.direct_dispatches == 1) is direct
     assert "m0" in [r.request_id for r in inst.submitted]  # pulled at once when not direct
+
+
+@pytest.mark.parametrize(
+    ("while_empty", "queue_x_first", "direct"),
+    [
+        (False, False, ["a0"]),  # tenants contend: b0 is queued though nothing else is
+        (True, False, ["a0", "b0"]),  # nothing queued: fairness has nothing to choose between
+        (True, True, ["a0"]),  # x0 waits in the queue: b0 queues too, for fairness to order
+    ],
+)
+def test_contended_tight_work_goes_direct_only_while_nothing_is_queued(
+    fakes, while_empty, queue_x_first, direct
+):
+    inst = fakes.instance("i0", models=("m", "x"), active_model="m", waiting=4)  # window full
+    tight = {
+        "direct_max_ttft_s": 3600.0,
+        "active_model_only": True,
+        "direct_while_queue_empty": while_empty,
+    }
+    p = policy(pull_window_requests=4, tight=tight)
+    rej = fakes.rejector()
+    arrivals = [("a0", "a", "m")] + [("x0", "a", "x")] * queue_x_first + [("b0", "b", "m")]
+    for k, (rid, tenant, model) in enumerate(arrivals):
+        r = Request(rid, model, 100, 64, 0.1 * k, CHAT, tenant=tenant, true_output_tokens=32)
+        p.on_arrival(r, [inst], rej, 0.1 * k)
+    assert [r.request_id for r in inst.submitted] == direct
+    assert p.ops.direct_dispatches == len(direct) and rej.rejected == []
+    assert sum(g.size for g in p.grouper.groups()) == len(arrivals) - len(direct)  # queued
