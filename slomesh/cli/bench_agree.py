@@ -36,6 +36,7 @@ from slomesh.bench.agree.compare import (
     rwt_score,
     side_by_side,
 )
+from slomesh.bench.agree.page import update_page
 from slomesh.bench.agree.sim import simulate
 from slomesh.bench.agree.workload import (
     AgreeRequest,
@@ -80,6 +81,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--qlm-widen", action="store_true", help="qlm acts on the widened quantile")
     p.add_argument("--sim-only", action="store_true", help="skip the live mesh")
     p.add_argument("--out", type=Path, help="write DIR/agree.json")
+    p.add_argument(
+        "--page",
+        type=Path,
+        help="also merge each stack's figures into this generated page (e.g. "
+        "docs/results/agreement.md; its data in the same path with .json) and render it",
+    )
     p.set_defaults(func=run)
 
 
@@ -194,8 +201,8 @@ def _read_log(path: Path) -> list[ScoredWait]:
 
 def run(args: argparse.Namespace) -> int:
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if len(args.policies) < 2:
-        raise UsageError("--stacks: give at least 2 stacks to rank")
+    if len(args.policies) < 2 and args.page is None:
+        raise UsageError("--stacks: give at least 2 stacks to rank (or --page to rank there)")
     if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
         raise UsageError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
     stacks = {p: STACKS.create(p) for p in args.policies}
@@ -227,7 +234,26 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         (args.out / "agree.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {args.out / 'agree.json'}")
+    if args.page is not None:
+        update_page(args.page, report, _command(args))
+        print(f"wrote {args.page}")
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run (the page lists it)."""
+    parts = [
+        "slomesh bench-agree",
+        f"--stacks {','.join(args.policies)}",
+        f"--requests {args.requests}",
+        f"--rate {args.rate:g}",
+        f"--seed {args.seed}",
+        f"--classes {args.classes}",
+        f"--max-num-seqs {args.max_num_seqs}",
+        f"--max-num-batched-tokens {args.max_num_batched_tokens}",
+    ]
+    parts += ["--sim-only"] * args.sim_only + [f"--page {args.page}"]
+    return " ".join(parts)
 
 
 def _pct(x: float | None) -> str:

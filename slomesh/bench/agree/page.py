@@ -1,0 +1,175 @@
+"""The generated agreement page (docs/results/agreement.md): live against simulated attainment.
+
+`slomesh bench-agree ... --page docs/results/agreement.md` stores each stack's figures of the run
+in the page's data file (the same path with .json) and renders the whole page from that file
+again. Live runs are short and one at a time, so the stacks of one trace may come from several
+invocations: an entry is kept while the trace it was measured on (requests, rate, seed, classes,
+seats, token budget, profile) is the stored one, and a run on another trace starts the data
+afresh. Each stack keeps its command and the host's load average around its live run (the host
+is shared; load slows the live replicas, not the simulator). Nothing in the page is typed by hand.
+
+Targets (checked, not asserted): each stack's live attainment within `MAX_DIFF_POINTS` of the
+simulated one, and the same ranking on both sides (pairs within `tie_points` count as tied).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from shared.report.table import markdown_table
+from slomesh.bench.agree.compare import ranking, rankings_agree
+
+MAX_DIFF_POINTS = 5.0
+"""Largest |live - sim| attainment difference per stack that counts as agreement, points."""
+TRACE_KEYS = (
+    "requests",
+    "rate",
+    "seed",
+    "classes",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "profile",
+)
+"""The bench-agree arguments that fix the trace and the replicas both sides run."""
+
+
+def trace_key(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments (of a report's `args`) that make two runs comparable (the profile by its
+    file name, so runs from another checkout compare)."""
+    key = {k: args[k] for k in TRACE_KEYS}
+    key["profile"] = Path(str(key["profile"])).name
+    return key
+
+
+def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]]:
+    """stack -> its figures in a bench-agree report (the `all` rows; live ones when run)."""
+    env = report.get("environment", {})
+    out: dict[str, dict[str, Any]] = {}
+    for row in report["rows"]:
+        if row["class_name"] != "all":
+            continue
+        stack = row["policy"]
+        live = row.get("live_pct")
+        out[stack] = {
+            "sim_pct": row["sim_pct"],
+            "live_pct": live,
+            "requests": row["requests"],
+            "command": command,
+        }
+        if stack in env:
+            e = env[stack]
+            out[stack] |= {
+                "loadavg_before": e["loadavg_before"][0],
+                "loadavg_after": e["loadavg_after"][0],
+                "run_s": e["run_s"],
+            }
+    return out
+
+
+def update_data(
+    data: Mapping[str, Any], report: Mapping[str, Any], command: str
+) -> dict[str, Any]:
+    """The stored data with `report`'s stacks merged in (module docstring: same trace only)."""
+    key = trace_key(report["args"])
+    stacks = dict(data.get("stacks", {})) if data.get("trace") == key else {}
+    for stack, entry in entries(report, command).items():
+        if entry["live_pct"] is None and stacks.get(stack, {}).get("live_pct") is not None:
+            continue  # a simulator-only run keeps the live figure measured before
+        stacks[stack] = entry
+    return {"trace": key, "tie_points": report["args"]["tie_points"], "stacks": stacks}
+
+
+def _fmt(x: float | None, sign: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1f}" if sign else f"{x:.1f}"
+
+
+def render(data: Mapping[str, Any]) -> str:
+    stacks: Mapping[str, Mapping[str, Any]] = data["stacks"]
+    tie = float(data["tie_points"])
+    trace = data["trace"]
+    sim = {s: e["sim_pct"] for s, e in stacks.items()}
+    live = {s: e["live_pct"] for s, e in stacks.items() if e["live_pct"] is not None}
+    sim_rank = {s: i + 1 for i, s in enumerate(ranking(sim))}
+    live_rank = {s: i + 1 for i, s in enumerate(ranking(live))}
+    rows = []
+    for s in ranking(sim):
+        e = stacks[s]
+        diff = None if e["live_pct"] is None else e["live_pct"] - e["sim_pct"]
+        load = (
+            f"{e['loadavg_before']:.1f} / {e['loadavg_after']:.1f}" if "loadavg_before" in e else "-"
+        )
+        rows.append(
+            [
+                s,
+                _fmt(e["live_pct"]),
+                _fmt(e["sim_pct"]),
+                _fmt(diff, sign=True),
+                "yes" if diff is not None and abs(diff) <= MAX_DIFF_POINTS else "no",
+                str(live_rank.get(s, "-")),
+                str(sim_rank[s]),
+                load,
+            ]
+        )
+    table = markdown_table(
+        [
+            "stack",
+            "live att. %",
+            "sim att. %",
+            "live - sim (points)",
+            f"within {MAX_DIFF_POINTS:g}",
+            "live rank",
+            "sim rank",
+            "load avg before / after",
+        ],
+        rows,
+        left=(0, 4),
+    )
+    both = {s: live[s] for s in live}
+    agree = rankings_agree(both, {s: sim[s] for s in both}, tie) if len(both) > 1 else None
+    missing = sorted(set(sim) - set(live))
+    lines = [
+        "# Live mesh against the simulator (bench-agree)",
+        "",
+        "Generated by `slomesh bench-agree --page docs/results/agreement.md` from "
+        "`agreement.json` beside this page; do not edit by hand. One seeded open-loop trace, "
+        "replayed on the live mesh (vLLM CPU replicas of the tiny model, each stack started as "
+        "`slomesh up --stack` starts it) and on the simulator (the replicas' measured CPU "
+        "profile); attainment is the share of requests that met their SLO (rejections count as "
+        "misses). The host is shared: its 1-minute load average around each live run is "
+        "listed, and load slows the live replicas, not the simulated ones.",
+        "",
+        f"Trace: {trace['requests']} requests at {trace['rate']:g}/s (Poisson), seed "
+        f"{trace['seed']}, classes `{trace['classes']}` (name:weight:TTFT s:output tokens:"
+        f"prompt tokens); replicas with {trace['max_num_seqs']} seats and "
+        f"max_num_batched_tokens {trace['max_num_batched_tokens']}.",
+        "",
+        table,
+        "",
+        f"Live ranking: {' > '.join(ranking(live)) or '-'}",
+        "",
+        f"Sim ranking: {' > '.join(ranking(sim))}",
+        "",
+        f"Rankings agree (ties within {tie:g} points, stacks run live): "
+        + ("-" if agree is None else ("yes" if agree else "no")),
+    ]
+    if missing:
+        lines += ["", f"Not run live yet: {', '.join(missing)}."]
+    lines += ["", "Commands:", ""]
+    for cmd in sorted({e["command"] for e in stacks.values()}):
+        lines.append(f"    {cmd}")
+    return "\n".join(lines) + "\n"
+
+
+def update_page(page: Path, report: Mapping[str, Any], command: str) -> None:
+    """Merge `report` into the page's data file and render the page again."""
+    store = page.with_suffix(".json")
+    data = json.loads(store.read_text()) if store.exists() else {}
+    data = update_data(data, report, command)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    page.write_text(render(data))

@@ -1,0 +1,79 @@
+"""The generated agreement page: stacks of one trace merge across runs, another trace starts
+afresh, a simulator-only run keeps the live figure, and the page shows diffs, ranks and load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slomesh.bench.agree.page import render, update_data, update_page
+
+ARGS = {
+    "requests": 300,
+    "rate": 20.0,
+    "seed": 0,
+    "classes": "short:0.4:2:16:32-128",
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 2048,
+    "profile": "/x/deploy/ray/profiles/cpu-tiny-llama.json",
+    "tie_points": 1.0,
+}
+
+
+def report(live: dict[str, float] | None, sim: dict[str, float], **args: Any) -> dict[str, Any]:
+    rows = []
+    for stack, pct in sim.items():
+        row = {"policy": stack, "class_name": "all", "requests": 300, "sim_pct": pct}
+        if live is not None:
+            row["live_pct"] = live[stack]
+        rows.append(row)
+        rows.append(row | {"class_name": "short", "sim_pct": 0.0})  # only `all` rows count
+    env = {s: {"loadavg_before": [2.5], "loadavg_after": [3.0], "run_s": 40.0} for s in live or {}}
+    return {"args": ARGS | args, "rows": rows, "environment": env}
+
+
+def test_stacks_of_one_trace_merge_and_another_trace_starts_afresh() -> None:
+    data = update_data({}, report({"a": 90.0}, {"a": 92.0}), "cmd-a")
+    data = update_data(data, report({"b": 50.0}, {"b": 60.0}, profile="/y/cpu-tiny-llama.json"), "b")
+    assert sorted(data["stacks"]) == ["a", "b"]  # the same profile file from another checkout
+    assert data["stacks"]["a"] == {
+        "sim_pct": 92.0,
+        "live_pct": 90.0,
+        "requests": 300,
+        "command": "cmd-a",
+        "loadavg_before": 2.5,
+        "loadavg_after": 3.0,
+        "run_s": 40.0,
+    }
+    fresh = update_data(data, report({"c": 1.0}, {"c": 2.0}, rate=30.0), "cmd-c")
+    assert sorted(fresh["stacks"]) == ["c"]
+
+
+def test_a_simulator_only_run_keeps_the_live_figure() -> None:
+    data = update_data({}, report({"a": 90.0}, {"a": 92.0}), "live")
+    data = update_data(data, report(None, {"a": 93.0, "b": 40.0}), "sim")
+    assert data["stacks"]["a"]["live_pct"] == 90.0 and data["stacks"]["a"]["command"] == "live"
+    assert data["stacks"]["b"]["live_pct"] is None
+
+
+def test_page_rows_ranks_agreement_and_missing_stacks() -> None:
+    data = update_data({}, report({"a": 80.0, "b": 50.0}, {"a": 88.0, "b": 49.0}), "cmd")
+    data = update_data(data, report(None, {"c": 70.0}), "cmd-sim")
+    page = render(data)
+    lines = page.splitlines()
+    cells = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines if ln.startswith("|")]
+    row = {c[0]: c[1:] for c in cells}
+    assert row["a"][:6] == ["80.0", "88.0", "-8.0", "no", "1", "1"]
+    assert row["b"][:6] == ["50.0", "49.0", "+1.0", "yes", "2", "3"]
+    assert row["c"][:6] == ["-", "70.0", "-", "no", "-", "2"]
+    assert row["a"][6] == "2.5 / 3.0"
+    assert "Rankings agree (ties within 1 points, stacks run live): yes" in page
+    assert "Not run live yet: c." in page
+    assert "    cmd" in lines and "    cmd-sim" in lines
+
+
+def test_rankings_that_differ_are_reported(tmp_path: Path) -> None:
+    page = tmp_path / "agreement.md"
+    update_page(page, report({"a": 40.0, "b": 60.0}, {"a": 70.0, "b": 50.0}), "cmd")
+    assert "Rankings agree (ties within 1 points, stacks run live): no" in page.read_text()
+    assert (tmp_path / "agreement.json").exists()
