@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -130,10 +131,19 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=20.0, help="pause between targets")
     ap.add_argument("--targets", default=",".join([*DEPLOYMENTS, "replica-0", "replica-1"]))
     ap.add_argument("--out", help="write the rows as JSON here")
+    ap.add_argument(
+        "--node-ip",
+        default="127.0.0.1",
+        help="this machine's address in the mesh's Ray cluster (`slomesh up` runs a loopback "
+        "node: 127.0.0.1); empty for Ray's own choice",
+    )
     args = ap.parse_args()
+    if args.node_ip == "127.0.0.1":  # attach to a loopback node (slomesh/cli/mesh.py)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
-    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    node = {"_node_ip_address": args.node_ip} if args.node_ip else {}
+    ray.init(address="auto", logging_level="ERROR", log_to_driver=False, **node)
     rows = []
     print("| killed | in-flight requests got | new requests got | recovery s |")
     print("|---|---|---|---|")

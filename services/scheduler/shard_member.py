@@ -46,6 +46,8 @@ class ShardMember:
         return {
             "shard": self.shards.cfg.name,
             "shards": self.shards.live(),
+            "usage_staleness_s": self.shards.staleness_s,
+            "max_usage_staleness_s": self.shards.max_staleness_s,
             "replicas": [
                 scheduler_pb2.ModelReplicas(model=m, ready=n)
                 for m, n in self.shards.ready_counts(self._ready).items()

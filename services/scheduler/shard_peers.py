@@ -74,9 +74,12 @@ class ShardPeers:
         """Peer -> when it last answered (or called), Unix seconds."""
         self.down: set[str] = set()
         self.staleness_s = 0.0
-        """The oldest live peer's usage report age at the last exchange, seconds."""
+        """The oldest live peer's usage report age just after the last exchange (the report
+        latency), seconds."""
         self.max_staleness_s = 0.0
-        """The largest `staleness_s` seen, seconds."""
+        """The oldest live peer's usage report age just before any exchange since start (one
+        interval plus the report latency and event-loop delays: the staleness bound met),
+        seconds."""
         self.exchanges = 0
         self._task: asyncio.Task[None] | None = None
         self.owned = divide_replicas(replicas, self.live()).get(config.name, set())
@@ -143,6 +146,10 @@ class ShardPeers:
 
     async def exchange_once(self) -> None:
         names = list(self.peers)
+        before = time.time()  # the view at its oldest: just before it is refreshed
+        self.max_staleness_s = max(
+            self.max_staleness_s, self.ledger.staleness_s(before, set(self.live()))
+        )
         mine = self.snapshot()
         answers = await asyncio.gather(*(self._call(p, mine) for p in names))
         now = time.time()
@@ -157,9 +164,7 @@ class ShardPeers:
                 self.down.discard(name)
                 self.ledger.forget(name)
         self.exchanges += 1
-        live = set(self.live())
-        self.staleness_s = self.ledger.staleness_s(now, live)
-        self.max_staleness_s = max(self.max_staleness_s, self.staleness_s)
+        self.staleness_s = self.ledger.staleness_s(now, set(self.live()))
 
     async def _call(
         self, peer: str, mine: scheduler_pb2.ShardUsage

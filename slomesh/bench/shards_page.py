@@ -34,7 +34,9 @@ def _live(live: list[dict[str, Any]]) -> list[str]:
         "## Live admission ladder (zero-time simulated engines, this 2-core host)",
         "",
         "Time to first token with engines that take no time is the admission latency. CPU per "
-        "admission is the scheduler shards' CPU seconds over the requests sent at that rate.",
+        "admission is the scheduler shards' CPU seconds over the requests served at that rate "
+        "(idle probing and usage exchange included). Errors: requests not served (refused or "
+        "failed) at that rate.",
         "",
         "| shards | rate req/s | achieved | p50 ms | p99 ms | errors "
         "| scheduler CPU per admission ms | load average |",
@@ -53,6 +55,17 @@ def _live(live: list[dict[str, Any]]) -> list[str]:
         f"{r['shards']} shard(s): {1e3 * r['idle_scheduler_cpu_per_s']:.1f} ms/s" for r in live
     )
     out += [f"Scheduler tier CPU while idle (probes, usage exchange): {idle}.", ""]
+    stale = [
+        f"{r['shards']} shard(s): {max(r['max_usage_staleness_s']):.3f} s"
+        for r in live
+        if r.get("max_usage_staleness_s")
+    ]
+    if stale:
+        out += [
+            "Usage staleness, live (the oldest peer report a shard held at an exchange, the "
+            f"largest over the run; exchange every 200 ms): {', '.join(stale)}.",
+            "",
+        ]
     return out
 
 

@@ -28,6 +28,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("bench-shards", help="scheduler shards: live ladder, simulated scaling")
     p.add_argument("--live", action="store_true", help="also run the live admission ladder")
     p.add_argument("--live-shards", default="1,2", help="shard counts of the live ladder")
+    p.add_argument(
+        "--live-only",
+        action="store_true",
+        help="with --live: record the ladder in --out and stop (run the simulator later, "
+        "outside the live lock: its costs are read from --out)",
+    )
     p.add_argument("--rates", default="80,160,240,320", help="live ladder rates, requests/s")
     p.add_argument("--seconds", type=float, default=8.0, help="seconds per live rate")
     p.add_argument("--shards", default="1,2,4", help="shard counts of the simulated capacity")
@@ -69,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"live": old.get("live", [])}
     if args.live:
         result["live"] = _live(args)
+        if args.live_only:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({**old, "live": result["live"]}, indent=1))
+            print(f"wrote the live ladder to {args.out}")
+            return 0
     admit, exchange = measured_costs(result["live"]) if result["live"] else (2.0, 0.0)
     source = "the live ladder" if result["live"] else "defaults"
     if args.admit_cost_ms is not None or args.exchange_cost_ms is not None:

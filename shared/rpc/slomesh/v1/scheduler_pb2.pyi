@@ -60,7 +60,7 @@ class HealthQuery(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas")
+    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas", "usage_staleness_s", "max_usage_staleness_s")
     CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,8 @@ class HealthReply(_message.Message):
     SHARD_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
     can_admit: bool
     reason: str
     queued: int
@@ -77,7 +79,9 @@ class HealthReply(_message.Message):
     shard: str
     shards: _containers.RepeatedScalarFieldContainer[str]
     replicas: _containers.RepeatedCompositeFieldContainer[ModelReplicas]
-    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ...) -> None: ...
+    usage_staleness_s: float
+    max_usage_staleness_s: float
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ..., usage_staleness_s: _Optional[float] = ..., max_usage_staleness_s: _Optional[float] = ...) -> None: ...
 
 class ModelReplicas(_message.Message):
     __slots__ = ("model", "ready")
