@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
     p.add_argument("--config", type=Path, help="the config the mesh runs (default: by --engine)")
     p.add_argument(
+        "--node-ip",
+        default="127.0.0.1",
+        help="this machine's address in the mesh's Ray cluster (`slomesh up` runs a loopback "
+        "node: 127.0.0.1); empty for Ray's own choice",
+    )
+    p.add_argument(
         "--peers",
         default=SCHEDULER,
         help="add: running shards the new one introduces itself to (comma-separated)",
@@ -79,6 +86,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.node_ip == "127.0.0.1":  # attach to a loopback node (mesh.loopback_node)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
     from ray import serve
 
@@ -89,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if base is None:
         raise UsageError(f"--config has no `{SCHEDULER}` application")
     mesh.load_mesh_token()
-    ray.init(address="auto", log_to_driver=False)
+    node = {"_node_ip_address": args.node_ip} if args.node_ip else {}
+    ray.init(address="auto", log_to_driver=False, **node)
     if args.action == "remove":
         serve.delete(args.name)
         print(f"shard {args.name} removed")
