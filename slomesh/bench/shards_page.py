@@ -62,8 +62,9 @@ def _live(live: list[dict[str, Any]]) -> list[str]:
     ]
     if stale:
         out += [
-            "Usage staleness, live (the oldest peer report a shard held at an exchange, the "
-            f"largest over the run; exchange every 200 ms): {', '.join(stale)}.",
+            "Usage staleness, live (each shard's `max_usage_staleness_s` in Health: the oldest "
+            "its view of the peers' usage got, just before an exchange; exchange every "
+            f"200 ms): {', '.join(stale)}.",
             "",
         ]
     return out
