@@ -1,7 +1,8 @@
 """Scheduler shards in the simulator: the shard split and each shard's decision cost.
 
-`ShardedSimulator` runs K cluster cores (services/scheduler/core/cluster_core.py), each with
-its own copy of the stack's global policy over the instances it owns (`divide_replicas`,
+`ShardedSimulator` runs K schedulers (the live scheduler's admission and cluster core,
+slomesh/sim/scheduler.py), each with its own copy of the stack's global policy over the
+instances it owns (`divide_replicas`,
 shared/policy/shards.py, the live rule); the simulator's one applier carries out every
 core's decisions. An arrival goes
 to its shard by the ingress's rule (`shard_order` of its id, weighted by the shard's instances
@@ -23,15 +24,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core import events as cluster
-from services.scheduler.core.cluster_core import ClusterCore
+from services.scheduler.core import events as cev
 from services.scheduler.core.fairness.vtc import VirtualTokenCounter
 from services.scheduler.shard_usage import UsageLedger
 from shared.domain import Request
 from shared.policy.shards import divide_replicas, shard_order
 from slomesh.sim.cluster import ClusterSpec
-from slomesh.sim.events import EventOrder
-from slomesh.sim.simulator import Simulator
+from slomesh.sim.events import EventOrder, Tick
+from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
+from slomesh.sim.simulator import Simulator, admission_ttft_guard
 from slomesh.stacks import StackConfig
 
 
@@ -121,7 +122,8 @@ class ShardCpu:
 
 
 class ShardedSimulator(Simulator):
-    """The simulator with the scheduler split into `model.shards` shards."""
+    """The simulator with the scheduler split into `model.shards` shards, each the live
+    scheduler's admission and cluster core (slomesh/sim/scheduler.py) over its own instances."""
 
     def __init__(
         self,
@@ -130,8 +132,9 @@ class ShardedSimulator(Simulator):
         requests: Sequence[Request],
         model: ShardModel,
         progress: Callable[[int], None] | None = None,
+        admission: SimAdmissionConfig | None = None,
     ) -> None:
-        super().__init__(cluster_spec, stack, requests, progress)
+        super().__init__(cluster_spec, stack, requests, progress, admission=admission)
         self.model = model
         models = [s.models[0] for s in cluster_spec.instances for _ in range(s.count)]
         self._models = {i.name: m for i, m in zip(self.instances, models, strict=True)}
@@ -139,29 +142,32 @@ class ShardedSimulator(Simulator):
         owned = divide_replicas(self._models.items(), names)
         self.subsets = [[i.name for i in self.instances if i.name in owned[n]] for n in names]
         self.owner = {name: k for k, sub in enumerate(self.subsets) for name in sub}
-        self.cores = (
-            [self.core]
-            if model.shards == 1
-            else [
-                ClusterCore(
+        self.schedulers = [self.scheduler]
+        if model.shards > 1:
+            self.schedulers = [
+                SimScheduler(
                     stack.global_policy(simulated=True),
+                    stack.name,
                     [i for i in self.instances if i.name in owned[n]],
+                    self.admission,
+                    admission_ttft_guard(stack.scorpio),
                 )
                 for n in names
             ]
-        )
+        self.cores = [sched.admission.core for sched in self.schedulers]
         self.cpu = ShardCpu(model, self._vtc)
 
     def _vtc(self, shard: int) -> VirtualTokenCounter | None:
         selector = getattr(self.cores[shard].policy, "selector", None)
         return getattr(selector, "vtc", None)
 
-    def decide(self, event: cluster.ClusterEvent) -> None:
-        """Arrivals go to their shard (the ingress's rule) and wait for its CPU; every other
-        event goes to the shard owning its instance (a report also costs that shard CPU)."""
+    def decide(self, event: cev.ClusterEvent) -> None:
+        """Arrivals go to their shard (the ingress's rule) and wait for its CPU; ticks go to
+        every shard; other events to the shard owning their instance (a report also costs that
+        shard CPU)."""
         now = event.now_s
         self.cpu.catch_up(now)
-        if isinstance(event, cluster.Arrival):
+        if isinstance(event, cev.Arrival):
             request = event.request
             weights = {
                 str(k): float(sum(self._models[n] == request.model for n in sub))
@@ -176,17 +182,26 @@ class ShardedSimulator(Simulator):
                 self._push(ShardDecision(done, request, shard))  # type: ignore[arg-type]
             return
         name = getattr(event, "instance", None)
-        targets = range(len(self.cores)) if name is None else [self.owner[name]]
+        targets = range(len(self.schedulers)) if name is None else [self.owner[name]]
         for shard in targets:
-            if isinstance(event, cluster.Finish):
+            if isinstance(event, cev.Finish):
                 self.cpu.spend(shard, now, self.model.report_cost_ms / 1e3)
-            self.applier.apply(self.cores[shard].handle(event))
+            self._on(shard, event)
 
     def admit_on(self, shard: int, request: Request, now_s: float) -> None:
         """Shard `shard` decides on `request` at `now_s`, over its instances still serving."""
         self.cpu.catch_up(now_s)
         self.cpu.decided(now_s)
-        serving = {i.name for i in self.instances}
-        candidates = [n for n in self.subsets[shard] if n in serving]
-        event = cluster.Arrival(request, now_s)
-        self.applier.apply(self.cores[shard].handle(event, candidates))
+        serving = {i.name for i in self.instances} & set(self.subsets[shard])
+        self.schedulers[shard].serving(serving, now_s)
+        self._on(shard, cev.Arrival(request, now_s))
+
+    def _on(self, shard: int, event: cev.ClusterEvent) -> None:
+        sched = self.schedulers[shard]
+        for out in sched.handle(event):
+            self.applier.apply(out)
+        for rejection in sched.take_answered():
+            self.reject(rejection.request, rejection.reason, event.now_s)
+        if any(s.queued for s in self.schedulers) and self._tick_due is None:
+            self._tick_due = event.now_s + self.admission.tick_interval_ms / 1e3
+            self._push(Tick(self._tick_due))
