@@ -146,6 +146,8 @@ def launch(
     """Start `spec` and wait until `ready(spec)` (one chat completion answered)."""
     if spec.missing:
         raise NotStarted(f"missing packages {', '.join(spec.missing)} (pip install -e '.[bench]')")
+    if ready(spec):  # another server holds the address: its answers would be measured
+        raise NotStarted(f"something already answers at {spec.base_url} before the start")
     log_dir.mkdir(parents=True, exist_ok=True)
     out, err = log_dir / f"{spec.name}.out", log_dir / f"{spec.name}.err"
     t0 = clock()

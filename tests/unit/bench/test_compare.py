@@ -297,9 +297,21 @@ def test_a_system_that_cannot_start_says_why(tmp_path: Path, spec, proc, stderr,
     assert str(err.value) == reason
 
 
+def test_a_server_already_at_the_address_is_not_measured(tmp_path: Path):
+    started: list[object] = []
+
+    def popen(*args: object, **kwargs: object) -> _Proc:
+        started.append(args)
+        return _Proc(None)
+
+    with pytest.raises(NotStarted, match="already answers at http://"):
+        launch(_spec(), tmp_path, lambda s: True, popen, _Clock(), _Clock().sleep)
+    assert started == []
+
+
 def test_launch_times_start_up_until_the_first_answer(tmp_path: Path):
     clock = _Clock()
-    answers = iter([False, False, False, True])
+    answers = iter([False, False, False, False, True])
     running = launch(
         _spec(),
         tmp_path,
