@@ -82,6 +82,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
     model_table: list[str] = []
     slos: list[SLO] = []
     prefixes: list[PromptPrefix | None] = []
+    adapters: list[str | None] = []
     for k, (stream, n, child) in enumerate(zip(streams, counts, children, strict=True)):
         rng = np.random.default_rng(child)
         arrivals, start = _stream_arrivals(stream, n, rng)
@@ -96,6 +97,11 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
             prefixes.extend(prefs)
         else:
             prefixes.extend([None] * n)
+        if stream.adapters:
+            chosen = rng.integers(0, len(stream.adapters), size=n, dtype=np.int64)
+            adapters.extend(stream.adapters[j] for j in chosen.tolist())
+        else:
+            adapters.extend([None] * n)
         times.append(arrivals)
         inputs.append(inp)
         outputs.append(out)
@@ -117,6 +123,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
         strict=True,
     )
     prefix_of = [prefixes[j] for j in order.tolist()]
+    adapter_of = [adapters[j] for j in order.tolist()]
     return [
         Request(
             request_id=f"r{i:06d}",
@@ -129,6 +136,7 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
             true_output_tokens=o,
             criticality=streams[s].criticality,
             prefix=prefix_of[i],
+            adapter=adapter_of[i],
         )
         for i, (t, s, m, a, o) in enumerate(rows)
     ]

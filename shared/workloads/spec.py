@@ -93,6 +93,13 @@ class StreamSpec(BaseModel):
     models: list[str] = Field(
         min_length=1, description="Models; each request picks one uniformly at random."
     )
+    adapters: list[str] = Field(
+        default_factory=list,
+        description=(
+            "LoRA adapters of the stream's models; each request picks one uniformly at random "
+            "(drawn last, so a stream without adapters draws as before). Empty: base models."
+        ),
+    )
     rate_rps: float = Field(gt=0, description="Mean arrival rate, requests per second.")
     arrival: ArrivalKind = Field(
         default="poisson",

@@ -24,6 +24,7 @@ from slomesh.cli import (
     plan,
     predictor,
     profile,
+    profile_adapters,
     profile_forward,
     shards,
     up,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     conformance.add_parser(sub)
     profile_forward.add_parser(sub)
     profile.add_parser(sub)
+    profile_adapters.add_parser(sub)
     plan.add_parser(sub)
     gpu_config.add_parser(sub)
     predictor.add_parser(sub)

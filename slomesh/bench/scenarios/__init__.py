@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shared.policy import Registry
+from slomesh.bench.scenarios.adapters import many_adapters
 from slomesh.bench.scenarios.others import (
     azure_code,
     azure_conv,
@@ -38,6 +39,7 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "tenants-light-alone": tenants_light_alone,
         "bands-overload": bands_overload,
         "shared-prefix": shared_prefix,
+        "many-adapters": many_adapters,
     },
 )
 

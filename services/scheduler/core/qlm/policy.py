@@ -173,6 +173,7 @@ class QLMPolicy(GlobalPolicy):
         self.ops.place(instance, request, est, out, now_s, leased=True)
 
     def on_step_end(self, instance: InstanceView, out: Decisions, now_s: float) -> None:
+        self._sync([instance])  # its work may all have been placed by a wrapper (pinning)
         snap = self.cfg.rwt_snapshot_s
         if snap is not None and now_s >= snap and not self._snapshot_taken:
             self._snapshot_taken = True
