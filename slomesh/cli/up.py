@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from slomesh.cli import listeners, mesh, readiness
+from slomesh.cli import artefacts, listeners, mesh, readiness
 from slomesh.cli.errors import UsageError
 from slomesh.cli.shards import with_shards
 from slomesh.stacks import load_stack
@@ -168,6 +168,11 @@ def run_up(args: argparse.Namespace) -> int:
         from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
 
         build_tiny_model(default_tiny_model_dir())
+    try:
+        for path in artefacts.build_missing(config):
+            print(f"built the random-weight adapter {path}")
+    except ValueError as err:
+        raise UsageError(f"--config: {err}") from None
     if args.allow_unauthenticated_public_listeners:
         config = listeners.allow_public_listeners(config)
     try:
