@@ -98,18 +98,22 @@ class Simulator:
             self.applier.add_instance(inst)
 
     def decide(self, event: cev.ClusterEvent) -> None:
-        """Hand `event` to the scheduler and apply its decisions at once (and those of the
-        events applying them causes); a scheduler tick is due while anything is queued."""
+        """Hand `event` to the scheduler and apply its decisions at once."""
         if isinstance(event, cev.Arrival):
             names = {i.name for i in self.instances}
             self.scheduler.serving(names, event.now_s)
+        self.run_on(self.scheduler, event)
+
+    def run_on(self, scheduler: SimScheduler, event: cev.ClusterEvent) -> None:
+        """`scheduler` handles `event`; its decisions (and those of the events applying them
+        causes) are applied at once; a scheduler tick is due while anything is queued."""
         self._pending.append(event)
         while self._pending:
-            for out in self.scheduler.handle(self._pending.pop(0)):
+            for out in scheduler.handle(self._pending.pop(0)):
                 self.applier.apply(out)
-            for rejection in self.scheduler.take_answered():
+            for rejection in scheduler.take_answered():
                 self.reject(rejection.request, rejection.reason, event.now_s)
-        if self.scheduler.queued and self._tick_due is None:
+        if scheduler.queued and self._tick_due is None:
             self._tick_due = event.now_s + self.admission.tick_interval_ms / 1e3
             self._push(Tick(self._tick_due))
 
