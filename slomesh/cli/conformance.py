@@ -63,6 +63,9 @@ def reference_server(replica: dict[str, Any], port: int) -> Iterator[str]:
         from services.replica.vllm.openai_app import ServingOptions
 
         spec = replace(spec, command=[*spec.command, *ServingOptions(**serving).cli_args()])
+    from slomesh.conformance.adapters import lora_cli_args
+
+    spec = replace(spec, command=[*spec.command, *lora_cli_args(replica)])
     with tempfile.TemporaryDirectory() as logs:
         running = launch(spec, Path(logs), lambda s: answers(s.base_url, s.model))
         try:
@@ -89,13 +92,16 @@ def page(text: str, against: str, config: Path | None, model: str) -> str:
 
 def run_conformance(args: argparse.Namespace) -> int:
     from slomesh.cli import mesh
+    from slomesh.conformance.adapters import adapter_cases, replica_adapters
     from slomesh.conformance.corpus import corpus
     from slomesh.conformance.run import run, table
 
     config = mesh.load_config(args.config or mesh.CONFIGS["vllm"])
     replica = vllm_replica_args(config)
     model = args.model or replica["model"]
-    cases = [c for c in corpus(model) if not args.only or args.only in c.name]
+    names = [a.name for a in replica_adapters(replica)]
+    every = [*corpus(model), *adapter_cases(names)]  # adapters: requests naming them as model
+    cases = [c for c in every if not args.only or args.only in c.name]
     headers = {"authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     with contextlib.ExitStack() as stack:
         reference = args.reference or stack.enter_context(reference_server(replica, args.port))
