@@ -6,6 +6,7 @@ the base model); an unknown name is the 404 naming the adapters too; names are u
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -85,3 +86,27 @@ def test_admission_request_maps_the_adapter_to_its_base() -> None:
 def test_names_clients_use_are_unique(models: list[dict[str, object]]) -> None:
     with pytest.raises(ValidationError, match="already a model or adapter name"):
         IngressArgs.model_validate({"models": models})
+
+
+def test_batch_lines_naming_an_adapter_run_with_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from tests.unit.ingress.batch_doubles import batch_jsonl
+
+    mesh = FakeMesh(served=("llama", "qwen", "llama-sql"))
+    batch = {"storage_dir": str(tmp_path), "min_window_s": 1}
+    app, instance = build_ingress(monkeypatch, mesh, models=WITH_ADAPTERS, batch=batch)
+    with TestClient(app, raise_server_exceptions=False) as http:
+        files = {"file": ("in.jsonl", batch_jsonl(3, model="llama-sql"), "application/jsonl")}
+        file_id = http.post("/v1/files", files=files, data={"purpose": "batch"}).json()["id"]
+        body = {"input_file_id": file_id, "endpoint": "/v1/completions", "completion_window": "1h"}
+        batch_id = http.post("/v1/batches", json=body).json()["id"]
+        asyncio.run(instance.batches.runner.run_batch(batch_id))
+        done = http.get(f"/v1/batches/{batch_id}").json()
+        output = http.get(f"/v1/files/{done['output_file_id']}/content").text
+    assert done["status"] == "completed" and done["request_counts"]["completed"] == 3
+    lines = [json.loads(x) for x in output.splitlines()]
+    assert {x["response"]["body"]["model"] for x in lines} == {"llama-sql"}
+    assert [(r.meta.model, r.meta.adapter) for r in mesh.forwarded] == [("llama", "llama-sql")] * 3
