@@ -14,11 +14,13 @@ every placement, LRU within the replica's slots) and its hardware profile:
     evicts_i  = not loaded_i and i's slots are full           the load unloads another adapter
     score_i   = ttft_i + swap_penalty_s * evicts_i
 
-The feasible replica with the lowest score wins: affinity (no load, no other adapter evicted)
+The choice matters only when some eligible replicas hold the adapter and others do not; when
+all or none do, nothing is pinned (the SLO policy keeps its order; a replica loads on demand).
+Otherwise the feasible replica with the lowest score wins: affinity (no load, no other adapter evicted)
 against slack (a loaded replica too busy for this request's deadline loses to an idle one that
 loads the adapter). swap_penalty_s prices what evicting an adapter costs the others: the
 requests of the adapter it unloads, which may be wanted next, pay a load to get it back.
-When no replica is feasible, nothing is pinned and the SLO policy places the request as it
+When no replica is feasible, nothing is pinned either and the SLO policy places the request as it
 would without adapters (the replica then loads the adapter on demand). A chosen replica
 without the adapter gets an adapter-load decision (`Decisions.load_adapter`) before the
 placement.
@@ -146,7 +148,10 @@ class AdapterAffinity:
         None (no adapter, or no replica with the slack for it)."""
         if not self.cfg.enabled or request.adapter is None or not eligible:
             return None
-        feasible = [s for s in self.scores(request, eligible, now_s) if s.feasible]
+        scores = self.scores(request, eligible, now_s)
+        if all(s.loaded for s in scores) or not any(s.loaded for s in scores):
+            return None  # loaded everywhere or nowhere: where it goes does not matter for it
+        feasible = [s for s in scores if s.feasible]
         if not feasible:
             return None
         best = min(feasible, key=lambda s: (s.score, s.replica))
