@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.ingress.fast_path import FastPath
 from shared.policy.shards import shard_order
+from shared.rpc.bounded import bounded
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
 
@@ -155,16 +156,14 @@ class ShardRouter:
             self.table.setdefault(peer, _Shard())
 
     async def _health(self, shard: str) -> scheduler_pb2.HealthReply | None:
+        timeout = self.cfg.refresh_timeout_ms / 1e3
         try:
-            reply: scheduler_pb2.HealthReply = await self._client().call(
-                shard,
-                "scheduler",
-                "Health",
-                scheduler_pb2.HealthQuery(),
-                self.cfg.refresh_timeout_ms / 1e3,
+            call = self._client().call(
+                shard, "scheduler", "Health", scheduler_pb2.HealthQuery(), timeout
             )
+            reply: scheduler_pb2.HealthReply = await bounded(call, timeout + 0.1)
             return reply
-        except CallFailed:
+        except (CallFailed, TimeoutError):
             return None
 
 

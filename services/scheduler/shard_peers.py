@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.scheduler.core.fairness.vtc import VirtualTokenCounter
 from services.scheduler.shard_usage import UsageLedger
 from shared.policy.shards import divide_replicas
+from shared.rpc.bounded import bounded
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.slomesh.v1 import scheduler_pb2
 
@@ -169,12 +170,12 @@ class ShardPeers:
     async def _call(
         self, peer: str, mine: scheduler_pb2.ShardUsage
     ) -> scheduler_pb2.ShardUsage | None:
+        timeout = self.cfg.exchange_timeout_ms / 1e3
         try:
-            answer: scheduler_pb2.ShardUsage = await self.client.call(
-                peer, "scheduler", "Exchange", mine, self.cfg.exchange_timeout_ms / 1e3
-            )
+            call = self.client.call(peer, "scheduler", "Exchange", mine, timeout)
+            answer: scheduler_pb2.ShardUsage = await bounded(call, timeout + 0.1)
             return answer
-        except CallFailed:
+        except (CallFailed, TimeoutError):
             return None
 
     def _alive(self, peer: str) -> None:
