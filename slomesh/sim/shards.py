@@ -30,7 +30,7 @@ from services.scheduler.shard_usage import UsageLedger
 from shared.domain import Request
 from shared.policy.shards import divide_replicas, shard_order
 from slomesh.sim.cluster import ClusterSpec
-from slomesh.sim.events import EventOrder, Tick
+from slomesh.sim.events import EventOrder
 from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
 from slomesh.sim.simulator import Simulator, admission_ttft_guard
 from slomesh.stacks import StackConfig
@@ -197,11 +197,4 @@ class ShardedSimulator(Simulator):
         self._on(shard, cev.Arrival(request, now_s))
 
     def _on(self, shard: int, event: cev.ClusterEvent) -> None:
-        sched = self.schedulers[shard]
-        for out in sched.handle(event):
-            self.applier.apply(out)
-        for rejection in sched.take_answered():
-            self.reject(rejection.request, rejection.reason, event.now_s)
-        if any(s.queued for s in self.schedulers) and self._tick_due is None:
-            self._tick_due = event.now_s + self.admission.tick_interval_ms / 1e3
-            self._push(Tick(self._tick_due))
+        self.run_on(self.schedulers[shard], event)
