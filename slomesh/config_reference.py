@@ -60,6 +60,8 @@ PAGES = (
           "services.scheduler.core.routers.pow2:Pow2Params",
           "services.scheduler.core.routers.pow2_prefix:Pow2PrefixParams",
           "services.scheduler.core.routers.llm_d_scorers:LlmdScorerParams",
+          "services.scheduler.core.routers.multiplex:MultiplexParams",
+          "services.scheduler.core.routers.static_placement:StaticParams",
           "services.scheduler.core.flow_control:FlowControlConfig",
           "services.scheduler.core.latency_slo_admitter:LatencySLOAdmitterConfig",
           "shared.domain.scorpio:ScorpioConfig", "shared.domain.engine:EngineConfig")),

@@ -7,10 +7,9 @@ request's trace, and lets Serve cancel the stream when the caller goes away (the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,18 +17,18 @@ from ray import serve
 from ray.serve import Application
 
 from services.replica.adapters import ReplicaAdapters
+from services.replica.build import build_engine, build_host
 from services.replica.direct_server import start_server
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, ReplicaLimits, check_limits
+from services.replica.model_host import ModelNotServed
+from services.replica.model_swap import SwapModelArgs
 from services.replica.openai_serving import OpenAIServing, simulated_serving, vllm_serving
-from services.replica.sim_engine import AsyncSimEngine
 from services.replica.slicing import SlicePlan, plan_slice, slice_finish_reason
 from services.replica.state_push import StatePushArgs, StatePusher
 from services.replica.streaming import coalesced
 from services.replica.vllm.openai_app import ServingOptions
-from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallClock
 from shared.domain.engine import EngineConfig
-from shared.profiles.defaults import default_profile
 from shared.rpc.internal_http import internal_not_found
 from shared.rpc.invalid_argument import refuse_invalid, request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential, require_mesh_token
@@ -70,6 +69,11 @@ class ReplicaArgs(BaseModel):
     pipeline_parallel: int = Field(1, ge=1)
     """Pipeline stages (vLLM pipeline_parallel_size unless `vllm` sets it); the deployer's HELR
     planner puts the layer split in VLLM_PP_LAYER_PARTITION of the application's runtime_env."""
+    swap_models: dict[str, SwapModelArgs] = Field(default_factory=dict)
+    """Further models this replica may serve, by served name: it starts on `model` and swaps
+    its engine to another on demand (model_host.py: running requests finish first; vLLM
+    restarts, or wakes the model's sleeping engine with `vllm.enable_sleep_mode`). Empty:
+    `model` only, for the replica's life."""
     model_tiers: ModelTiersArgs | None = None
     """Simulated engine: the models it may swap between and which start warm; None: `model`
     only."""
@@ -110,51 +114,6 @@ class ReplicaArgs(BaseModel):
     """LoRA adapters served over the model, loaded on demand (services/replica/adapters.py)."""
 
 
-def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:
-    pre, dec = p.prefill, p.decode
-    return replace(
-        p,
-        prefill=PrefillCoeffs(pre.p1 * k, pre.p2 * k, pre.p3 * k, pre.p4 * k, pre.p5 * k),
-        decode=DecodeCoeffs(dec.d1 * k, dec.d2 * k, dec.d3 * k, dec.d4 * k),
-        source=f"{p.source} x{k:g}",
-    )
-
-
-def build_engine(args: ReplicaArgs) -> Engine:
-    if args.engine == "vllm":
-        from services.replica.vllm.config import VLLMEngineConfig
-        from services.replica.vllm.engine import VLLMEngine
-
-        settings = {
-            "model": args.model,
-            "served_model_name": args.model,
-            "tensor_parallel_size": args.tensor_parallel,
-            "pipeline_parallel_size": args.pipeline_parallel,
-            **args.adapters.engine_settings(),
-            **args.vllm,
-        }
-        if str(settings.get("model", "")).startswith("~"):
-            settings["model"] = str(Path(settings["model"]).expanduser())
-        return VLLMEngine(VLLMEngineConfig.model_validate(settings))
-    gpus = args.tensor_parallel * args.pipeline_parallel  # a pipeline's GPUs as one TP group
-    tiers = args.model_tiers
-    if tiers is not None and tiers.active != args.model:
-        raise ValueError(
-            f"model_tiers.active must be the replica's model '{args.model}', got '{tiers.active}'"
-        )
-    models = [args.model] if tiers is None else [args.model, *tiers.warm, *tiers.cold]
-    profiles = {
-        m: _scaled(default_profile(args.gpu, m, gpus), args.step_time_scale) for m in models
-    }
-    config = args.engine_config
-    if tiers is not None:
-        config = config.model_copy(update={"host_model_cache_bytes": tiers.host_budget_bytes})
-    engine = AsyncSimEngine(args.application, profiles, config, WallClock(), args.model)
-    for m in tiers.warm if tiers is not None else ():
-        engine.core.tiers.prewarm(m)
-    return engine
-
-
 @serve.deployment(max_ongoing_requests=1024)
 class ReplicaDeployment:
     def __init__(self, args: dict[str, Any]) -> None:
@@ -162,7 +121,9 @@ class ReplicaDeployment:
         if self.args.grpc_host:  # its own gRPC server refuses every call without the credential
             require_mesh_token(f"replica {self.args.application} (its gRPC server, grpc_host)")
         setup_tracing(self.args.application, self.args.tracing)
-        self.engine = build_engine(self.args)
+        self._host = build_host(self.args) if self.args.swap_models else None
+        """Several models on one engine (model_host.py); None: `model` for life."""
+        self.engine: Engine | None = build_engine(self.args) if self._host is None else None
         self._tracer = tracer("replica")
         self._held: set[str] = set()
         """Requests with an open Generate stream here (reported by Status for reconciliation)."""
@@ -175,6 +136,8 @@ class ReplicaDeployment:
     async def serving(self) -> OpenAIServing:
         """vLLM's OpenAI application on this replica's engine (built at the first call or health
         check: vLLM's serving state is set up on the replica's event loop)."""
+        if self._host is not None:
+            return (await self._host.start()).serving
         async with self._serving_lock:
             if self._serving is None:
                 a = self.args
@@ -216,6 +179,9 @@ class ReplicaDeployment:
             check_limits(self.args.limits, meta.max_tokens, meta.priority, request.prompt)
         except LimitExceeded as err:
             refuse_invalid(grpc_context, "replica.Generate", err)
+        if self._host is not None and meta.model not in self._host.models:
+            who = f"model '{meta.model}' is not served by replica {self.args.application}"
+            refuse_invalid(grpc_context, "replica.Generate", ModelNotServed(who))
         # ignore_eos forces the output length to max_tokens (the simulated engine plays it,
         # vLLM runs with SamplingParams.ignore_eos)
         forced = request.simulated_output_tokens or (meta.max_tokens if request.ignore_eos else 0)
@@ -246,8 +212,19 @@ class ReplicaDeployment:
     async def _serve_http(
         self, req: Any, http: replica_pb2.HttpCall, parent: Any
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
-        """An OpenAI call answered by vLLM's application (openai_serving.py)."""
-        serving = await self.serving()
+        """An OpenAI call answered by vLLM's application (openai_serving.py); on a replica with
+        several models, once the request's model is active (model_host.py)."""
+        if self._host is not None:
+            async with self._host.use(req.model) as loaded:
+                async for chunk in self._answer(loaded.serving, req, http, parent):
+                    yield chunk
+            return
+        async for chunk in self._answer(await self.serving(), req, http, parent):
+            yield chunk
+
+    async def _answer(
+        self, serving: OpenAIServing, req: Any, http: replica_pb2.HttpCall, parent: Any
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         with self._tracer.start_as_current_span("execution", context=parent) as span:
             span.set_attribute("slomesh.replica", self.args.application)
             span.set_attribute("slomesh.engine", self.args.engine)
@@ -282,39 +259,44 @@ class ReplicaDeployment:
             n = 0
             t0 = time.monotonic()
             first = t0
-            outputs = self.engine.generate(
-                EngineRequest(req, prompt_token_ids=context)
-                if context
-                else EngineRequest(req, prompt=prompt)
-            )
-            async for chunk in coalesced(outputs, self.args.stream_interval_ms / 1e3):
-                if n == 0 and chunk.num_output_tokens > 0:
-                    first = time.monotonic()
-                    span.add_event("first_token")
-                    # queue wait + prefill: the engine interface reports no finer split
-                    span.set_attribute("slomesh.queue_and_prefill_ms", (first - t0) * 1e3)
-                if chunk.finished:
-                    span.set_attribute("slomesh.decode_ms", (time.monotonic() - first) * 1e3)
-                    span.set_attribute("slomesh.finish_reason", chunk.finish_reason or "")
-                n = chunk.num_output_tokens
-                text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
-                reason = slice_finish_reason(plan, chunk.finish_reason or "")
-                out = replica_pb2.ReplicaChunk(
-                    request_id=meta_id,
-                    text=text,
-                    output_tokens=prior + chunk.num_output_tokens,
-                    finished=chunk.finished,
-                    finish_reason=reason,
-                    time_unix_s=time.time(),
+            async with contextlib.AsyncExitStack() as held:
+                engine = self.engine
+                if self._host is not None:  # the request's model stays active while it runs
+                    engine = (await held.enter_async_context(self._host.use(req.model))).engine
+                assert engine is not None
+                outputs = engine.generate(
+                    EngineRequest(req, prompt_token_ids=context)
+                    if context
+                    else EngineRequest(req, prompt=prompt)
                 )
-                if plan.capped:
-                    out_ids.extend(chunk.token_ids)
-                    if reason == "slice" and chunk.prompt_token_ids is not None:
-                        out.context_token_ids.extend([*chunk.prompt_token_ids, *out_ids])
-                    if chunk.finished:  # sent once the engine let the id go: the next slice
-                        final = out  # of this request may come back here at once
-                        continue
-                yield out
+                async for chunk in coalesced(outputs, self.args.stream_interval_ms / 1e3):
+                    if n == 0 and chunk.num_output_tokens > 0:
+                        first = time.monotonic()
+                        span.add_event("first_token")
+                        # queue wait + prefill: the engine interface reports no finer split
+                        span.set_attribute("slomesh.queue_and_prefill_ms", (first - t0) * 1e3)
+                    if chunk.finished:
+                        span.set_attribute("slomesh.decode_ms", (time.monotonic() - first) * 1e3)
+                        span.set_attribute("slomesh.finish_reason", chunk.finish_reason or "")
+                    n = chunk.num_output_tokens
+                    text = chunk.text or "".join(f" t{t}" for t in chunk.token_ids)
+                    reason = slice_finish_reason(plan, chunk.finish_reason or "")
+                    out = replica_pb2.ReplicaChunk(
+                        request_id=meta_id,
+                        text=text,
+                        output_tokens=prior + chunk.num_output_tokens,
+                        finished=chunk.finished,
+                        finish_reason=reason,
+                        time_unix_s=time.time(),
+                    )
+                    if plan.capped:
+                        out_ids.extend(chunk.token_ids)
+                        if reason == "slice" and chunk.prompt_token_ids is not None:
+                            out.context_token_ids.extend([*chunk.prompt_token_ids, *out_ids])
+                        if chunk.finished:  # sent once the engine let the id go: the next
+                            final = out  # slice of this request may come back here at once
+                            continue
+                    yield out
             span.set_attribute("slomesh.output_tokens", n)
         if final is not None:
             yield final
@@ -351,7 +333,13 @@ class ReplicaDeployment:
 
     def _state(self) -> common_pb2.ReplicaState:
         """The engine's state as reported to the scheduler (Status, UpdateReplica)."""
-        st = self._serving.status() if self._serving is not None else self.engine.status()
+        if self._host is not None:
+            st = self._host.status()
+        elif self._serving is not None:
+            st = self._serving.status()
+        else:
+            assert self.engine is not None
+            st = self.engine.status()
         return common_pb2.ReplicaState(
             replica=common_pb2.ReplicaRef(
                 application=self.args.application, gpu=self.args.gpu, model=self.args.model

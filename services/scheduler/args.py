@@ -39,6 +39,9 @@ class ReplicaEntry(BaseModel):
     """GPU type ("cpu" for CPU replicas)."""
     model: str
     """Served model name."""
+    swap_models: list[str] = Field(default_factory=list)
+    """Further models the replica may swap to (the replica's `swap_models`); empty: `model`
+    for life."""
     node: str = ""
     """Node the replica runs on (informational)."""
     tensor_parallel: int = Field(1, ge=1)
@@ -168,6 +171,7 @@ def live_replicas(args: SchedulerArgs) -> list[LiveReplica]:
             r.model,
             _profile(r.gpu, r.model, r.tensor_parallel, loaded),
             max_num_seqs=args.max_num_seqs_per_replica,
+            swap_profiles={m: _profile(r.gpu, m, r.tensor_parallel, loaded) for m in r.swap_models},
         )
         for r in args.replicas
     ]

@@ -218,7 +218,8 @@ class SchedulerDeployment(ShardMember):
     def ready_models(self) -> list[str]:
         """Models with a replica that has answered a Status probe and answers still."""
         reps = self.core.replicas.values()
-        return sorted({r.model for r in reps if r.healthy and r.application in self.answered})
+        ready = [r for r in reps if r.healthy and r.application in self.answered]
+        return sorted({m for r in ready for m in r.models})
 
     async def _reconcile_loop(self) -> None:
         """Every reconcile interval, ask each replica's Status (in parallel, with a deadline):
@@ -243,6 +244,7 @@ class SchedulerDeployment(ShardMember):
                 self._dispatch()
             if state is not None and name not in self._pooled:
                 self._queue_report(name, state)
+                self.core.replicas[name].observe_active(state.active_model)
             if state is None or name in self._pooled:
                 continue
             lost = self.core.release_unheld(

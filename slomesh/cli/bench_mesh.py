@@ -123,7 +123,7 @@ def _zero_time_config(
 async def _direct_engine_ttft(n: int) -> list[float]:
     from dataclasses import replace
 
-    from services.replica.deployment import _scaled
+    from services.replica.build import _scaled
     from services.replica.engine import EngineRequest
     from services.replica.sim_engine import AsyncSimEngine
     from shared.domain import SLO, Request, WallClock

@@ -49,6 +49,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--max-model-len", type=int, help="vllm: tokens per sequence")
     p.add_argument("--kv-cache-memory-bytes", type=int, help="vllm: KV cache size")
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float16", "float32"))
+    p.add_argument(
+        "--swap-models",
+        help="vllm: measure model swaps between these tiny base models instead of sweeping "
+        "steps (comma-separated, e.g. tiny-llama,tiny-llama-b,tiny-llama-c; the replica's own "
+        "swap: engine restart, OpenAI app, warm-up) and write one profile per model: --base's "
+        "step times with the measured swap time",
+    )
+    p.add_argument(
+        "--base",
+        type=Path,
+        help="--swap-models: the profile file whose step-time fit the models share "
+        "(default deploy/ray/profiles/cpu-tiny-llama.json)",
+    )
+    p.add_argument("--repeats", type=int, default=2, help="--swap-models: cycles of swaps (2)")
     p.set_defaults(func=run_profile)
 
 
@@ -122,6 +136,8 @@ def run_profile(args: argparse.Namespace) -> int:
     from shared.profiles.io import save_profiles
 
     _check(args)
+    if args.swap_models:
+        return _run_swaps(args)
     settings = PRESETS[args.mode]
     t0 = time.perf_counter()
     if args.engine == "simulated":
@@ -194,3 +210,52 @@ def summary_lines(profile: Any, report: dict[str, Any], out: Path) -> list[str]:
         )
     lines.append(f"wrote {out}")
     return lines
+
+
+def _run_swaps(args: argparse.Namespace) -> int:
+    """`--swap-models`: time the replica's swaps between tiny base models (profiling/swap.py)."""
+    from services.replica.vllm.config import VLLMEngineConfig
+    from services.replica.vllm.engine import VLLMEngine
+    from services.replica.vllm.tiny_models import build_named_tiny_model
+    from shared.profiles.io import load_profiles, save_profiles
+    from slomesh.cli import mesh
+    from slomesh.profiling.swap import checkpoint_bytes, measure_swaps, swap_profiles
+
+    if args.engine != "vllm":
+        raise UsageError("--swap-models: only with --engine vllm")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats: must be >= 1, got {args.repeats}")
+    models = [m.strip() for m in args.swap_models.split(",") if m.strip()]
+    if len(set(models)) < 2:
+        raise UsageError("--swap-models: name at least 2 different models")
+    try:
+        dirs = {m: build_named_tiny_model(m) for m in models}
+    except ValueError as err:
+        raise UsageError(f"--swap-models: {err}") from None
+    base = load_profiles(args.base or mesh.DEFAULT_PROFILES["vllm"])[0]
+    settings = {**TINY_DEFAULTS}
+    for key in ("max_model_len", "kv_cache_memory_bytes", "dtype"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+
+    def build(model: str) -> Any:
+        return VLLMEngine(
+            VLLMEngineConfig(
+                model=str(dirs[model]),
+                served_model_name=model,
+                max_num_seqs=args.max_num_seqs,
+                enforce_eager=True,
+                **settings,
+            )
+        )
+
+    t0 = time.perf_counter()
+    swaps = measure_swaps(models, build, args.repeats)
+    profiles = swap_profiles(base, swaps, {m: checkpoint_bytes(d) for m, d in dirs.items()})
+    out = args.out or Path("runs") / "profiles" / f"{base.gpu}-swap.json"
+    report = {"swap_s": swaps, "repeats": args.repeats, "wall_s": time.perf_counter() - t0}
+    save_profiles(out, profiles, report)
+    for m, times in swaps.items():
+        print(f"swap to {m}: " + ", ".join(f"{t:.2f} s" for t in times))
+    print(f"wrote {out}")
+    return 0

@@ -106,8 +106,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     st.add_argument("--config", type=Path)
     st.set_defaults(func=run_status)
     tiny = sub.add_parser("build-tiny-model", help="build the local random-weight test model")
+    tiny.add_argument("--out", type=Path, help="folder (default ~/.cache/slomesh/models/<name>)")
     tiny.add_argument(
-        "--out", type=Path, help="folder (default ~/.cache/slomesh/models/tiny-llama)"
+        "--name",
+        default="tiny-llama",
+        help="which tiny base model: tiny-llama (default), tiny-llama-b, tiny-llama-c "
+        "(same shape and tokenizer, other weights), or all",
     )
     tiny.set_defaults(func=run_build_tiny)
     adapter = sub.add_parser(
@@ -124,10 +128,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def run_build_tiny(args: argparse.Namespace) -> int:
-    from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+    from services.replica.vllm.tiny_model import build_tiny_model
+    from services.replica.vllm.tiny_models import TINY_BASE_MODELS, build_named_tiny_model
 
-    path = build_tiny_model(args.out or default_tiny_model_dir())
-    print(f"tiny model at {path}")
+    names = list(TINY_BASE_MODELS) if args.name == "all" else [args.name]
+    if names[0] not in TINY_BASE_MODELS:
+        valid = ", ".join([*TINY_BASE_MODELS, "all"])
+        raise UsageError(f"--name: unknown tiny model '{args.name}' (valid: {valid})")
+    if args.out is not None and len(names) > 1:
+        raise UsageError("--out: one folder holds one model (give --name, not all)")
+    for name in names:
+        if args.out is not None:
+            path = build_tiny_model(args.out, **TINY_BASE_MODELS[name])
+        else:
+            path = build_named_tiny_model(name)
+        print(f"{name} at {path}")
     return 0
 
 
@@ -164,10 +179,12 @@ def run_up(args: argparse.Namespace) -> int:
             config = with_shards(config, args.shards)
         except ValueError as err:
             raise UsageError(str(err)) from None
-    if args.config is None:  # vLLM runs it; simulated replicas serve with its tokenizer
-        from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
+    from services.replica.vllm.tiny_models import build_named_tiny_model, tiny_models_in
 
-        build_tiny_model(default_tiny_model_dir())
+    # the tiny models the config names (vLLM checkpoints, simulated replicas' tokenizers) that
+    # are missing are built here, before any replica looks for them
+    for name in tiny_models_in(config) or (["tiny-llama"] if args.config is None else []):
+        build_named_tiny_model(name)
     try:
         for path in artefacts.build_missing(config):
             print(f"built the random-weight adapter {path}")

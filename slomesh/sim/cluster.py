@@ -20,6 +20,10 @@ class InstanceSpec(BaseModel):
     """GPUs per instance; None picks the smallest power of two the largest model needs."""
     count: int = Field(1, ge=1)
     """How many identical instances of this kind."""
+    profile_file: str | None = None
+    """Measured profiles of this instance's models on `gpu` (a shared/profiles/io.py file; a
+    relative path is read from the repository's deploy/ray/profiles) instead of the roofline
+    catalogue; None: the catalogue."""
 
 
 class ClusterSpec(BaseModel):

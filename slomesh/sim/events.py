@@ -75,6 +75,9 @@ class Schedule:
             sim.reject(seq.request, reason, self.time_s)
             sim.decide(cluster.EngineReject(seq.request, inst.name, reason, self.time_s))
         if plan.kind is StepKind.IDLE:
+            if plan.rejected:  # the engine's guard emptied its queue: with no step to end, the
+                # policy hears of the idle engine here, or work it still holds waits forever
+                sim.decide(cluster.StepEnd(inst.name, self.time_s))
             return []
         inst.in_flight = plan
         return [StepEnd(plan.end_s, inst, plan)]

@@ -10,6 +10,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from services.replica.core.sequence import Sequence as Seq
 from services.scheduler.core import events as cev
@@ -18,6 +19,7 @@ from shared.domain import HardwareProfile, Request
 from shared.domain.scorpio import ScorpioConfig
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
 from shared.profiles.defaults import default_profile
+from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.events import Arrival, Event, Schedule, Tick
@@ -231,7 +233,23 @@ def admission_ttft_guard(scorpio: ScorpioConfig | None) -> TTFTAdmissionConfig:
     return TTFTAdmissionConfig(enabled=True, margin_s=scorpio.ttft_margin_s)
 
 
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "ray" / "profiles"
+"""Where a relative `InstanceSpec.profile_file` is read from."""
+
+
 def _profiles(spec: InstanceSpec) -> dict[str, HardwareProfile]:
+    if spec.profile_file is not None:
+        path = Path(spec.profile_file)
+        found = {
+            p.model: p for p in load_profiles(path if path.is_absolute() else PROFILES_DIR / path)
+        }
+        missing = [m for m in spec.models if m not in found]
+        if missing:
+            raise ValueError(
+                f"profile_file {spec.profile_file}: no profile of {', '.join(missing)} "
+                f"(it has {', '.join(found)})"
+            )
+        return {m: found[m] for m in spec.models}
     tp = spec.tensor_parallel
     if tp is None:  # one TP degree for the whole instance: what its largest model needs
         tp = max(default_profile(spec.gpu, m).tensor_parallel for m in spec.models)

@@ -58,6 +58,9 @@ class VLLMEngineConfig(BaseModel):
     decode_coeffs: tuple[float, float, float, float] | None = None
     """Fitted decode-step coefficients (d1, d2, d3, d4) of this engine, in seconds (see
     shared/profiles/fit.py); enable SCORPIO's VBS admission. None: credit batching only."""
+    enable_sleep_mode: bool = False
+    """vLLM's sleep mode (CUDA builds only): a replica serving several models keeps each one's
+    engine and swaps by sleep (weights to host memory) and wake instead of a restart."""
     temperature: float = Field(0.0, ge=0.0)
     """Sampling temperature of every request (0: greedy, deterministic)."""
     seed: int = 0
@@ -114,6 +117,8 @@ class VLLMEngineConfig(BaseModel):
                 max_lora_rank=self.max_lora_rank,
                 max_cpu_loras=self.max_cpu_loras,
             )
+        if self.enable_sleep_mode:
+            kwargs["enable_sleep_mode"] = True
         if self.uses_scheduler_hook:
             scorpio = self.scorpio.model_dump() if self.scorpio is not None else None
             coeffs = list(self.decode_coeffs) if self.decode_coeffs is not None else None

@@ -60,12 +60,15 @@ def build_tiny_model(
     heads: int = 4,
     kv_heads: int = 2,
     max_position_embeddings: int = 2048,
+    weights_seed: int | None = None,
 ) -> Path:
     """Build (or reuse) the tiny model in `out_dir` and return `out_dir`.
 
     Idempotent: a directory that already holds a complete model built with the same parameters is
     returned untouched. The head dimension is hidden_size // heads, raised to 32 when smaller
-    (vLLM's CPU attention supports head sizes >= 32). The build happens in a temporary sibling
+    (vLLM's CPU attention supports head sizes >= 32). `weights_seed` draws the weights from
+    another seed than the tokenizer's (None: `seed`): models that differ in weights only share
+    one tokenizer, so a prompt is the same tokens on each. The build happens in a temporary sibling
     directory that is renamed into place, so a crashed build never leaves a half-written model.
     """
     out_dir = Path(out_dir)
@@ -79,6 +82,8 @@ def build_tiny_model(
         "kv_heads": kv_heads,
         "max_position_embeddings": max_position_embeddings,
     }
+    if weights_seed is not None:
+        params["weights_seed"] = weights_seed
     if _is_complete(out_dir, params):
         return out_dir
     if heads % kv_heads:
@@ -196,7 +201,7 @@ def _build_model(out: Path, params: dict[str, Any], tokenizer: Any, head_dim: in
     # then overwrite every parameter from a local generator (independent of init order).
     with torch.random.fork_rng(devices=[]):
         model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
-    gen = torch.Generator().manual_seed(params["seed"])
+    gen = torch.Generator().manual_seed(params.get("weights_seed", params["seed"]))
     special = [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS]
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):

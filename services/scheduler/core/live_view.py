@@ -47,6 +47,13 @@ class LiveReplica:
     engines: int = 1
     """Engines behind this application: a replica pool's running replicas (autoscaled by Serve;
     services/replica/pool.py). Its admission limit is that many times one replica's."""
+    swap_profiles: dict[str, HardwareProfile | None] = field(default_factory=dict)
+    """Further models the replica may swap to (its `swap_models`), each with its profile (None:
+    none known). A request for one of them placed here waits there until the running ones of
+    the active model finish and the replica has swapped (services/replica/model_host.py)."""
+    active: str = ""
+    """The model the replica has active, or is swapping to (its Status' active_model); "":
+    `model`, the one it starts on."""
 
     @property
     def name(self) -> str:
@@ -56,19 +63,41 @@ class LiveReplica:
     def gpu(self) -> str:
         return self.gpu_name
 
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model the replica may serve, the one it starts on first."""
+        return (self.model, *self.swap_profiles)
+
+    @property
+    def active_model(self) -> str:
+        return self.active or self.model
+
     def serves(self, model: str) -> bool:
-        return model == self.model
+        return model == self.model or model in self.swap_profiles
 
     def profile(self, model: str) -> HardwareProfile:
-        if self.profile_ is None:
+        p = self.profile_ if model == self.model else self.swap_profiles.get(model)
+        if p is None:
             raise ValueError(
-                f"no hardware profile for {self.model} on {self.gpu_name} (replica "
+                f"no hardware profile for {model} on {self.gpu_name} (replica "
                 f"{self.application}): profile it, or use a stack that does not need one"
             )
-        return self.profile_
+        return p
 
     def load_time_s(self, model: str) -> float:
-        return 0.0 if model == self.model else float("inf")
+        """0 for the active model; another of its models takes the profile's load time (the
+        measured swap: weight_bytes / cold_load_bytes_s); a model it does not serve, never."""
+        if model == self.active_model:
+            return 0.0
+        if not self.serves(model):
+            return float("inf")
+        p = self.profile(model)
+        return p.weight_bytes / p.cold_load_bytes_s
+
+    def observe_active(self, model: str) -> None:
+        """The replica's Status named `model` active (or being swapped to)."""
+        if model and self.serves(model):
+            self.active = model
 
     def status(self) -> EngineStatus:
         return self.status_after(PendingChange())
@@ -78,7 +107,7 @@ class LiveReplica:
         n = len(self.in_flight) + change.added - change.evicted_waiting - change.evicted_running
         evicted = len(self.evicted) + change.evicted_waiting + change.evicted_running
         return EngineStatus(
-            active_model=self.model,
+            active_model=self.active_model,
             waiting=max(0, n - self.max_num_seqs),
             running=min(n, self.max_num_seqs),
             evicted=evicted - change.resumed,

@@ -93,6 +93,8 @@ GLOBAL_POLICIES: Registry[GlobalPolicy] = Registry(
         "pow2": _router("pow2"),
         "pow2-prefix": _router("pow2-prefix"),
         "llm-d-scorers": _router("llm-d-scorers"),
+        "multiplex": _router("multiplex"),
+        "static": _router("static"),
         "qlm": _qlm,
         "batching": _batching,
     },

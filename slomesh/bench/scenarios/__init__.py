@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shared.policy import Registry
 from slomesh.bench.scenarios.adapters import many_adapters
+from slomesh.bench.scenarios.many_models import many_models
 from slomesh.bench.scenarios.others import (
     azure_code,
     azure_conv,
@@ -40,6 +41,7 @@ SCENARIOS: Registry[ScenarioSpec] = Registry(
         "bands-overload": bands_overload,
         "shared-prefix": shared_prefix,
         "many-adapters": many_adapters,
+        "many-models": many_models,
     },
 )
 

@@ -165,7 +165,7 @@ def test_scheduler_routing_policy_rejects_unserved_model(fakes, router):
 
 
 def test_scheduler_router_registry(fakes):
-    names = ["least-loaded", "llm-d-scorers", "oracle-ttft", "pow2", "pow2-prefix"]
-    assert ROUTERS.names() == [*names, "prefix-only", "round-robin"]
-    with pytest.raises(UnknownNameError, match="valid: least-loaded, llm-d-scorers, oracle-ttft"):
+    names = ["least-loaded", "llm-d-scorers", "multiplex", "oracle-ttft", "pow2", "pow2-prefix"]
+    assert ROUTERS.names() == [*names, "prefix-only", "round-robin", "static"]
+    with pytest.raises(UnknownNameError, match="valid: least-loaded, llm-d-scorers, multiplex"):
         ROUTERS.create("random")

@@ -70,11 +70,21 @@ SLOMESH_STACKS = [
 
 
 PEER_STACKS = ["ray-serve-llm", "ray-serve-llm-prefix", "llm-d"]  # tests/unit/sim/test_sim_peers.py
+MULTI_MODEL_STACKS = [
+    "serve-multiplex",
+    "vllm-fcfs-static",
+]  # tests/unit/sim/test_sim_many_models.py
 
 
 def test_sim_every_stack_is_tested():
     names = (
-        STACK_NAMES + QLM_VARIANTS + SCORPIO_STACKS + BATCHING_STACKS + SLOMESH_STACKS + PEER_STACKS
+        STACK_NAMES
+        + QLM_VARIANTS
+        + SCORPIO_STACKS
+        + BATCHING_STACKS
+        + SLOMESH_STACKS
+        + PEER_STACKS
+        + MULTI_MODEL_STACKS
     )
     assert sorted(names) == STACKS.names()
 

@@ -1,0 +1,182 @@
+"""One engine, several models: the replica's model host (QLM's model swap, live).
+
+A replica that lists several models (`ReplicaArgs.models`) keeps one of them active on its
+engine. A request for another model of the list waits its turn: requests are taken in arrival
+order, and the first one for a model other than the active one blocks those behind it (the
+simulated engine's rule: a waiting head for another model blocks admission). Once every request
+running on the active model has finished, the host swaps: the loader takes the active model off
+the engine and makes the waiting head's model active (`model_swap.py`: an engine restart on vLLM
+CPU, sleep/wake where vLLM has sleep mode, a profiled wait on the simulated engine). Then the
+requests at the head of the line for that model run, and so on. Nothing accepted is dropped by a
+swap: running requests finish first, waiting ones wait. A swap that fails puts the previous model
+back and fails only the requests waiting for the model that could not load (counted in
+`failed_requests`).
+
+Each swap is timed (unload + load + warm-up, wall clock) and kept in `swaps`, what the replica
+reports as its measured swap time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Generic, Protocol, TypeVar
+
+from shared.domain.engine import EngineStatus
+
+S = TypeVar("S")
+
+
+class ModelLoader(Protocol[S]):
+    """Makes one model the engine's active model; `S` is what requests run on (the serving)."""
+
+    async def load(self, model: str) -> S:
+        """Start serving `model` (nothing else is loaded) and return its serving."""
+        ...
+
+    async def unload(self, model: str, serving: S) -> None:
+        """Take `model` off the engine (its requests have all finished)."""
+        ...
+
+    def status(self, serving: S) -> EngineStatus:
+        """The engine's state while `serving` is active."""
+        ...
+
+
+class ModelNotServed(ValueError):
+    """A request named a model this replica does not list."""
+
+
+class SwapFailed(RuntimeError):
+    """The model a request waited for could not be loaded (the previous one was put back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRecord:
+    """One measured swap."""
+
+    from_model: str
+    to_model: str
+    seconds: float
+    """Wall time from the start of the unload to the new model ready (load and warm-up)."""
+    ok: bool
+
+
+@dataclass
+class _Waiter:
+    model: str
+    ready: asyncio.Future[None]
+
+
+class ModelHost(Generic[S]):
+    def __init__(self, models: Sequence[str], loader: ModelLoader[S]) -> None:
+        if not models:
+            raise ValueError("models: a model host needs at least one model")
+        self.models = tuple(dict.fromkeys(models))
+        self.loader = loader
+        self.active = self.models[0]
+        self._serving: S | None = None
+        self._running = 0
+        self._line: deque[_Waiter] = deque()
+        self._swap: asyncio.Task[None] | None = None
+        self._start_lock = asyncio.Lock()
+        self.swaps: list[SwapRecord] = []
+        self.failed_requests = 0
+        """Requests that waited for a model that failed to load (answered with an error)."""
+
+    async def start(self) -> S:
+        """Load the first model (once); the serving of the active model."""
+        async with self._start_lock:
+            if self._serving is None:
+                self._serving = await self.loader.load(self.active)
+            return self._serving
+
+    @property
+    def swapping(self) -> bool:
+        return self._swap is not None and not self._swap.done()
+
+    @contextlib.asynccontextmanager
+    async def use(self, model: str) -> AsyncIterator[S]:
+        """Hold `model` active while the caller serves one request on the yielded serving."""
+        if model not in self.models:
+            raise ModelNotServed(
+                f"model '{model}' is not served by this replica (valid: {', '.join(self.models)})"
+            )
+        await self.start()
+        if model != self.active or self._line or self.swapping:
+            waiter = _Waiter(model, asyncio.get_running_loop().create_future())
+            self._line.append(waiter)
+            self._pump()
+            try:
+                await waiter.ready
+            except BaseException:
+                if waiter in self._line:  # gone before its turn
+                    self._line.remove(waiter)
+                elif _granted(waiter.ready):  # cancelled as its turn came: give the seat back
+                    self._running -= 1
+                self._pump()
+                raise
+        else:
+            self._running += 1
+        try:
+            assert self._serving is not None
+            yield self._serving
+        finally:
+            self._running -= 1
+            self._pump()
+
+    def _pump(self) -> None:
+        """Let the head of the line in while it wants the active model; start a swap for the
+        head's model once the active model has no request running."""
+        if self.swapping:
+            return
+        while self._line and self._line[0].model == self.active:
+            waiter = self._line.popleft()
+            if not waiter.ready.done():
+                self._running += 1
+                waiter.ready.set_result(None)
+        if self._line and self._running == 0:
+            target = self._line[0].model
+            self._swap = asyncio.get_running_loop().create_task(self._swap_to(target))
+
+    async def _swap_to(self, target: str) -> None:
+        old, serving = self.active, self._serving
+        t0 = time.monotonic()
+        ok = True
+        try:
+            if serving is not None:
+                self._serving = None
+                await self.loader.unload(old, serving)
+            self._serving = await self.loader.load(target)
+            self.active = target
+        except Exception as err:  # the waiting head's model did not load: put the old one back
+            ok = False
+            self._serving = await self.loader.load(old)
+            self.active = old
+            for w in [w for w in self._line if w.model == target]:
+                self._line.remove(w)
+                self.failed_requests += 1
+                if not w.ready.done():
+                    w.ready.set_exception(SwapFailed(f"model '{target}' failed to load: {err}"))
+        finally:
+            self.swaps.append(SwapRecord(old, target, time.monotonic() - t0, ok))
+            self._swap = None
+            self._pump()
+
+    def status(self) -> EngineStatus:
+        """The active engine's state; requests waiting for their model count as waiting, and
+        while a swap runs the model being loaded is reported active."""
+        waiting = len(self._line)
+        if self._serving is None:
+            head = self._line[0].model if self._line else self.active
+            return EngineStatus(head, waiting, 0, 0, 0, 0, 0, 0)
+        st = self.loader.status(self._serving)
+        return replace(st, active_model=self.active, waiting=st.waiting + waiting)
+
+
+def _granted(ready: asyncio.Future[None]) -> bool:
+    return ready.done() and not ready.cancelled() and ready.exception() is None

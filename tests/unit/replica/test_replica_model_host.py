@@ -1,0 +1,188 @@
+"""The model host: requests of the active model run together, another model waits until they
+finish, swaps follow the line's order, and a failed load fails only its own waiters."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.replica.model_host import ModelHost, ModelNotServed, SwapFailed
+from shared.domain.engine import EngineStatus
+
+
+class FakeLoader:
+    """Records loads and unloads; a model in `broken` fails to load."""
+
+    def __init__(self, broken: frozenset[str] = frozenset()) -> None:
+        self.events: list[str] = []
+        self.broken = broken
+        self.gate: asyncio.Event | None = None
+
+    async def load(self, model: str) -> str:
+        if self.gate is not None:
+            await self.gate.wait()
+        await asyncio.sleep(0)
+        if model in self.broken:
+            self.events.append(f"fail {model}")
+            raise RuntimeError(f"no weights for {model}")
+        self.events.append(f"load {model}")
+        return model
+
+    async def unload(self, model: str, serving: str) -> None:
+        self.events.append(f"unload {model}")
+
+    def status(self, serving: str) -> EngineStatus:
+        return EngineStatus(serving, 0, 1, 0, 0, 0, 0, 0)
+
+
+async def serve(host: ModelHost[str], model: str, log: list[str], release: asyncio.Event) -> str:
+    async with host.use(model) as serving:
+        log.append(f"start {model} on {serving}")
+        await release.wait()
+        log.append(f"end {model}")
+        return serving
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_active_model_requests_share_the_engine_without_a_swap():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        log: list[str] = []
+        go = asyncio.Event()
+        tasks = [asyncio.create_task(serve(host, "A", log, go)) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        assert log == ["start A on A"] * 3  # all three run at once
+        go.set()
+        assert await asyncio.gather(*tasks) == ["A"] * 3
+        return loader.events, host.swaps
+
+    events, swaps = run(main())
+    assert events == ["load A"]
+    assert swaps == []
+
+
+def test_other_model_waits_for_running_requests_then_swaps():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        log: list[str] = []
+        release_a, release_b = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(serve(host, "A", log, release_a))
+        await asyncio.sleep(0.01)
+        b = asyncio.create_task(serve(host, "B", log, release_b))
+        await asyncio.sleep(0.01)
+        assert log == ["start A on A"]  # B waits: A still runs
+        assert host.status().waiting == 1
+        release_a.set()
+        await a
+        await asyncio.sleep(0.01)
+        assert log[-1] == "start B on B"
+        assert host.active == "B"
+        release_b.set()
+        await b
+        return loader.events, host
+
+    events, host = run(main())
+    assert events == ["load A", "unload A", "load B"]  # A's request ended before the unload
+    assert [(s.from_model, s.to_model, s.ok) for s in host.swaps] == [("A", "B", True)]
+    assert host.swaps[0].seconds >= 0
+
+
+def test_head_of_line_for_another_model_holds_back_later_requests_of_the_active_one():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        log: list[str] = []
+        go = asyncio.Event()
+        first = asyncio.create_task(serve(host, "A", log, go))
+        await asyncio.sleep(0.01)
+        waiting = [asyncio.create_task(serve(host, m, log, go)) for m in ("B", "A")]
+        await asyncio.sleep(0.01)
+        assert log == ["start A on A"]  # the later A request queues behind B
+        go.set()
+        await asyncio.gather(first, *waiting)
+        return log, loader.events
+
+    log, events = run(main())
+    starts = [x for x in log if x.startswith("start")]
+    assert starts == ["start A on A", "start B on B", "start A on A"]
+    assert events == ["load A", "unload A", "load B", "unload B", "load A"]
+
+
+def test_failed_load_puts_the_old_model_back_and_fails_only_its_waiters():
+    async def main():
+        loader = FakeLoader(broken=frozenset({"C"}))
+        host = ModelHost(["A", "C"], loader)
+        log: list[str] = []
+        go = asyncio.Event()
+        go.set()
+        await host.start()
+        with pytest.raises(SwapFailed, match="'C' failed to load: no weights for C"):
+            await serve(host, "C", log, go)
+        served = await serve(host, "A", log, go)
+        return served, host, loader.events
+
+    served, host, events = run(main())
+    assert served == "A"
+    assert host.active == "A"
+    assert host.failed_requests == 1
+    assert [(s.to_model, s.ok) for s in host.swaps] == [("C", False)]
+    assert events == ["load A", "unload A", "fail C", "load A"]
+
+
+def test_model_not_listed_is_refused_naming_the_valid_ones():
+    async def main():
+        host = ModelHost(["A", "B"], FakeLoader())
+        async with host.use("Z"):
+            pass
+
+    with pytest.raises(ModelNotServed, match=r"'Z' is not served by this replica \(valid: A, B\)"):
+        run(main())
+
+
+def test_a_waiter_cancelled_before_its_turn_leaves_the_line():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        log: list[str] = []
+        go = asyncio.Event()
+        a = asyncio.create_task(serve(host, "A", log, go))
+        await asyncio.sleep(0.01)
+        b = asyncio.create_task(serve(host, "B", log, go))
+        await asyncio.sleep(0.01)
+        b.cancel()
+        await asyncio.sleep(0.01)
+        assert host.status().waiting == 0
+        go.set()
+        await a
+        later = await serve(host, "A", log, go)  # no swap was left pending for B
+        return later, loader.events
+
+    later, events = run(main())
+    assert later == "A"
+    assert events == ["load A"]
+
+
+def test_status_reports_the_model_being_loaded_during_a_swap():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        await host.start()
+        loader.gate = asyncio.Event()
+        go = asyncio.Event()
+        go.set()
+        b = asyncio.create_task(serve(host, "B", [], go))
+        await asyncio.sleep(0.01)
+        during = host.status()
+        loader.gate.set()
+        await b
+        return during, host.status()
+
+    during, after = run(main())
+    assert (during.active_model, during.waiting, during.running) == ("B", 1, 0)
+    assert (after.active_model, after.waiting) == ("B", 0)

@@ -1,0 +1,83 @@
+"""A simulated replica with swap_models: requests of each listed model are served, the replica
+swaps to the model asked for, Status reports it, and an unlisted model is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from services.replica.build import model_args
+from services.replica.deployment import ReplicaArgs, ReplicaDeployment
+from shared.rpc.invalid_argument import InvalidMessage
+from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
+
+ARGS = {
+    "engine": "simulated",
+    "model": "llama-3.1-8b",
+    "gpu": "A100-80GB",
+    "step_time_scale": 0.0,
+    "grpc_host": "",
+    "swap_models": {"mistral-7b": {}},
+}
+
+
+def generate(model: str, rid: str) -> replica_pb2.ReplicaGenerateRequest:
+    meta = common_pb2.RequestMeta(
+        request_id=rid,
+        model=model,
+        input_tokens=8,
+        max_tokens=3,
+        arrival_unix_s=time.time(),
+        slo=common_pb2.Slo(ttft_slo_ms=60_000, class_name="batch-1"),
+    )
+    return replica_pb2.ReplicaGenerateRequest(meta=meta, prompt="hello", ignore_eos=True)
+
+
+async def collect(replica, model: str, rid: str) -> list[replica_pb2.ReplicaChunk]:
+    return [c async for c in replica.Generate(generate(model, rid))]
+
+
+def test_replica_serves_each_listed_model_swapping_between_them():
+    async def main():
+        replica = ReplicaDeployment.func_or_class(dict(ARGS))
+        before = await replica.Status(replica_pb2.StatusQuery())
+        a = await collect(replica, "mistral-7b", "r1")
+        after = await replica.Status(replica_pb2.StatusQuery())
+        b = await collect(replica, "llama-3.1-8b", "r2")
+        return before, a, after, b, replica._host
+
+    before, a, after, b, host = asyncio.run(main())
+    assert before.active_model == "llama-3.1-8b"
+    assert after.active_model == "mistral-7b"
+    for chunks in (a, b):
+        assert chunks[-1].finished and chunks[-1].output_tokens == 3
+    assert [(s.from_model, s.to_model, s.ok) for s in host.swaps] == [
+        ("llama-3.1-8b", "mistral-7b", True),
+        ("mistral-7b", "llama-3.1-8b", True),
+    ]
+
+
+def test_replica_refuses_a_model_it_does_not_list():
+    async def main():
+        replica = ReplicaDeployment.func_or_class(dict(ARGS))
+        return await collect(replica, "llama-2-70b", "r1")
+
+    with pytest.raises(InvalidMessage, match="model 'llama-2-70b' is not served by replica"):
+        asyncio.run(main())
+
+
+def test_model_args_put_the_swap_models_settings_over_the_replicas():
+    args = ReplicaArgs.model_validate(
+        {
+            "engine": "vllm",
+            "model": "a",
+            "vllm": {"model": "/m/a", "served_model_name": "a", "max_num_seqs": 4},
+            "swap_models": {"b": {"vllm": {"model": "/m/b"}}},
+        }
+    )
+    b = model_args(args, "b")
+    assert (b.model, b.swap_models) == ("b", {})
+    assert b.vllm == {"model": "/m/b", "served_model_name": "b", "max_num_seqs": 4}
+    assert model_args(args, "a").vllm == args.vllm
