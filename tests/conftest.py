@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-DESTRUCTIVE = {TESTS / "integration" / "test_mesh_faults.py"}
+DESTRUCTIVE = {
+    TESTS / "integration" / "test_mesh_faults.py",
+    TESTS / "integration" / "test_mesh_shards.py",
+}
 """Modules whose tests kill services of the session's `live_mesh`."""
 TIERS = {
     TESTS / "integration": pytest.mark.mesh,

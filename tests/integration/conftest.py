@@ -46,6 +46,8 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
             args["batch"] = {"storage_dir": str(trace_file.parent / "batches"), "min_window_s": 1}
             # a key that may ask for the critical band (anonymous traffic may not)
             args["api_keys"] = {"keys": {GOLD_KEY: {"tenant": "gold", "entitlement": GOLD}}}
+            # find scheduler shards added while the mesh serves (test_mesh_shards.py)
+            args["scheduler"] = {"discover": True}
             for model in args["models"]:
                 model["tokenizer"] = str(tiny_model)
             args["models"].append(
