@@ -69,9 +69,7 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
     return out
 
 
-def update_data(
-    data: Mapping[str, Any], report: Mapping[str, Any], command: str
-) -> dict[str, Any]:
+def update_data(data: Mapping[str, Any], report: Mapping[str, Any], command: str) -> dict[str, Any]:
     """The stored data with `report`'s stacks merged in (module docstring: same trace only)."""
     key = trace_key(report["args"])
     stacks = dict(data.get("stacks", {})) if data.get("trace") == key else {}
@@ -100,9 +98,9 @@ def render(data: Mapping[str, Any]) -> str:
     for s in ranking(sim):
         e = stacks[s]
         diff = None if e["live_pct"] is None else e["live_pct"] - e["sim_pct"]
-        load = (
-            f"{e['loadavg_before']:.1f} / {e['loadavg_after']:.1f}" if "loadavg_before" in e else "-"
-        )
+        load = "-"
+        if "loadavg_before" in e:
+            load = f"{e['loadavg_before']:.1f} / {e['loadavg_after']:.1f}"
         rows.append(
             [
                 s,

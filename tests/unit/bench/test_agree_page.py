@@ -34,7 +34,8 @@ def report(live: dict[str, float] | None, sim: dict[str, float], **args: Any) ->
 
 def test_stacks_of_one_trace_merge_and_another_trace_starts_afresh() -> None:
     data = update_data({}, report({"a": 90.0}, {"a": 92.0}), "cmd-a")
-    data = update_data(data, report({"b": 50.0}, {"b": 60.0}, profile="/y/cpu-tiny-llama.json"), "b")
+    other_checkout = report({"b": 50.0}, {"b": 60.0}, profile="/y/cpu-tiny-llama.json")
+    data = update_data(data, other_checkout, "b")
     assert sorted(data["stacks"]) == ["a", "b"]  # the same profile file from another checkout
     assert data["stacks"]["a"] == {
         "sim_pct": 92.0,
