@@ -85,6 +85,24 @@ ROWS: list[Row] = [
         "router",
         F(policy="llm-d-scorers", options={"router": {"prefix_weight": 1.0}}),
     ),
+    ("placer", "multiplex", {}, "router", F(policy="multiplex")),
+    ("placer", "multiplex", {}, "qlm", NOT_HERE),
+    ("placer", "static", {}, "router", F(policy="static")),
+    (
+        "placer",
+        "rwt-adapter",
+        {"load_s": 0.5},
+        "qlm",
+        F(
+            options={
+                "lso": {"balance": True},
+                "prefix": {"enabled": True},
+                "adapter": {"enabled": True, "load_s": 0.5},
+            }
+        ),
+    ),
+    ("placer", "rwt-adapter", {"slot": 2}, "qlm", "stages.placer.params.slot"),
+    ("placer", "rwt-adapter", {}, "router", NOT_HERE),
     ("placer", "max-min", {}, "batching", F(options={"placer": "max-min"})),
     ("placer", "max-min", {}, "router", NOT_HERE),
     ("placer", "rwt-backlog", {}, "qlm", F(options={"lso": {"balance": True}})),
