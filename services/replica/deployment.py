@@ -137,7 +137,9 @@ class ReplicaDeployment:
         """vLLM's OpenAI application on this replica's engine (built at the first call or health
         check: vLLM's serving state is set up on the replica's event loop)."""
         if self._host is not None:
-            return (await self._host.start()).serving
+            while (loaded := await self._host.start()) is None:  # a swap runs: wait for it
+                await asyncio.sleep(0.1)
+            return loaded.serving
         async with self._serving_lock:
             if self._serving is None:
                 a = self.args
@@ -308,6 +310,8 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> replica_pb2.RequestIds:
         require_mesh_credential(grpc_context, "replica.Evict")
+        if self._host is not None and self._host.swapping:
+            return replica_pb2.RequestIds()  # nothing runs while a replica swaps models
         done = await (await self.serving()).evict(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
@@ -328,8 +332,16 @@ class ReplicaDeployment:
         trace_headers: dict[str, str] | None = None,
     ) -> common_pb2.ReplicaState:
         require_mesh_credential(grpc_context, "replica.Status")
-        await self.serving()  # answered only once vLLM's application is set up: the scheduler's
+        await self._ready()  # answered once vLLM's application is set up: the scheduler's
         return self._state()  # readiness (a replica takes work after its first answer)
+
+    async def _ready(self) -> None:
+        """vLLM's application set up (a replica with several models: its first model loaded;
+        a swap under way does not hold Status or the health check back)."""
+        if self._host is not None:
+            await self._host.start()
+        else:
+            await self.serving()
 
     def _state(self) -> common_pb2.ReplicaState:
         """The engine's state as reported to the scheduler (Status, UpdateReplica)."""
@@ -359,7 +371,8 @@ class ReplicaDeployment:
     async def check_health(self) -> None:
         """Serve health check: vLLM's application is set up and the engine answers a status
         query."""
-        (await self.serving()).status()
+        await self._ready()
+        self._state()
 
 
 def build_app(args: dict[str, Any]) -> Application:

@@ -84,16 +84,19 @@ class ModelHost(Generic[S]):
         self._line: deque[_Waiter] = deque()
         self._swap: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
+        self._started = False
         self.swaps: list[SwapRecord] = []
         self.failed_requests = 0
         """Requests that waited for a model that failed to load (answered with an error)."""
 
-    async def start(self) -> S:
-        """Load the first model (once); the serving of the active model."""
+    async def start(self) -> S | None:
+        """Load the first model (once, whoever calls first); the active model's serving, None
+        while a swap runs (nothing is loaded again for a caller that comes then)."""
         async with self._start_lock:
-            if self._serving is None:
+            if not self._started:
                 self._serving = await self.loader.load(self.active)
-            return self._serving
+                self._started = True
+        return self._serving
 
     @property
     def swapping(self) -> bool:

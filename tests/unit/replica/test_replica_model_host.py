@@ -179,10 +179,12 @@ def test_status_reports_the_model_being_loaded_during_a_swap():
         b = asyncio.create_task(serve(host, "B", [], go))
         await asyncio.sleep(0.01)
         during = host.status()
+        assert await host.start() is None  # a caller during the swap loads nothing again
         loader.gate.set()
         await b
-        return during, host.status()
+        return during, host.status(), loader.events
 
-    during, after = run(main())
+    during, after, events = run(main())
+    assert events == ["load A", "unload A", "load B"]
     assert (during.active_model, during.waiting, during.running) == ("B", 1, 0)
     assert (after.active_model, after.waiting) == ("B", 0)
