@@ -365,6 +365,11 @@ class ReplicaDeployment:
             engine=self.args.engine,
             request_ids=sorted(self._held),
             pending_prefill_tokens=st.pending_prefill_tokens,
+            waiting_prefill=[
+                common_pb2.WaitingPrefill(ttft_deadline_unix_s=due, tokens=tokens)
+                for due, tokens in st.waiting_prefill
+            ],
+            deadline_ordered=st.deadline_ordered,
             loaded_adapters=self._serving.adapter_names() if self._serving is not None else [],
         )
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from services.replica.adapters import AdapterLoadError, AdapterSlots, ReplicaAdapters
 from services.replica.asgi_call import Exchange
+from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.response_pieces import Piece, pieces
 from services.replica.vllm.engine_client import SERVING, SLOEngineClient
 from services.replica.vllm.openai_app import ServingOptions, build_openai_app
@@ -185,7 +186,8 @@ async def vllm_serving(
     engine: Any, served: str, options: ServingOptions, adapters: ReplicaAdapters | None = None
 ) -> OpenAIServing:
     """vLLM's application over a started `VLLMEngine`'s AsyncLLM."""
-    client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats)
+    ordered = QUEUE_POLICIES.create(engine.config.queue_policy).deadline_ordered
+    client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats, ordered)
     app = await build_openai_app(client, engine.config.model, served, options)
     slots = engine.config.max_loras if engine.config.enable_lora else 1
     return OpenAIServing(app, client, served, adapters=_slots(app, client, adapters, slots))

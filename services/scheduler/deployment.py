@@ -256,7 +256,12 @@ class SchedulerDeployment(ShardMember):
     def _queue_report(self, application: str, state: common_pb2.ReplicaState) -> None:
         """A replica's queue as the TTFT guard reads it (core/ttft_admission.py)."""
         report = QueueReport(
-            state.waiting, state.running, state.pending_prefill_tokens, time.time()
+            state.waiting,
+            state.running,
+            state.pending_prefill_tokens,
+            time.time(),
+            tuple((w.ttft_deadline_unix_s, w.tokens) for w in state.waiting_prefill),
+            state.deadline_ordered,
         )
         self.core.ttft.update(application, report)
 

@@ -89,3 +89,9 @@ class EngineStatus:
     """Output tokens still to generate (true lengths: meaningful to the simulator/oracle only)."""
     pending_prefill_tokens: int
     """Tokens whose KV is not computed yet (prompts, recompute after preemption, 1 per decode)."""
+    waiting_prefill: tuple[tuple[float, int], ...] = ()
+    """Per waiting request: (TTFT deadline on the engine's clock, seconds; its tokens not yet
+    computed). Part of `pending_prefill_tokens`; empty where the engine does not report it."""
+    deadline_ordered: bool = False
+    """The engine serves waiting requests earliest TTFT deadline first (EDF queues): a new
+    request waits only behind the waiting requests due before it."""

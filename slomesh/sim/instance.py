@@ -70,6 +70,8 @@ class SimInstance:
             kv_total_blocks=st.kv_total_blocks,
             outstanding_output_tokens=st.outstanding_output_tokens + change.output_tokens,
             pending_prefill_tokens=st.pending_prefill_tokens + change.prefill_tokens,
+            waiting_prefill=st.waiting_prefill,
+            deadline_ordered=st.deadline_ordered,
         )
 
     def holds(self, request_id: str) -> RequestState | None:

@@ -182,6 +182,4 @@ class SimScheduler:
             return
         for inst in self.views:
             st = inst.status()
-            ttft.update(
-                inst.name, QueueReport(st.waiting, st.running, st.pending_prefill_tokens, now_s)
-            )
+            ttft.update(inst.name, QueueReport.of(st, now_s))

@@ -17,6 +17,7 @@ virtual clock; the live shell sleeps `plan.duration_s` on the wall clock.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from services.replica.core.model_tiers import ModelTiers
 from services.replica.core.outputs import (
@@ -191,6 +192,7 @@ class SimEngineCore:
 
     def status(self) -> EngineStatus:
         st = self._state
+        ordered = st.policy.deadline_ordered
         return EngineStatus(
             active_model=self.tiers.active,
             waiting=len(st.waiting) + sum(len(b) for b, _ in st.batches),
@@ -200,7 +202,14 @@ class SimEngineCore:
             kv_total_blocks=st.pool.num_blocks,
             outstanding_output_tokens=st.outstanding_out,
             pending_prefill_tokens=st.uncomputed,
+            waiting_prefill=waiting_prefill(st.waiting.sequences()) if ordered else (),
+            deadline_ordered=ordered,
         )
+
+
+def waiting_prefill(waiting: Iterable[Sequence]) -> tuple[tuple[float, int], ...]:
+    """(TTFT deadline, tokens not yet computed) of each waiting sequence."""
+    return tuple((s.request.ttft_deadline_abs_s, s.uncomputed_tokens) for s in waiting)
 
 
 def step_time_s(profile: HardwareProfile, work: StepWork) -> float:

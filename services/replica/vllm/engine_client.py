@@ -21,6 +21,7 @@ prompt and format the output; nothing of the request is rebuilt here.
 from __future__ import annotations
 
 import contextvars
+import math
 import time
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class Followed:
     finish_reason: str = ""
     running: bool = False
     calls: int = 0
+    ttft_deadline_unix_s: float = math.inf
+    """When its first token is due (from slomesh's metadata; inf: no deadline known)."""
 
 
 SERVING: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -53,8 +56,17 @@ serves: set by the replica around its call of the application."""
 class SLOEngineClient:
     """vLLM's EngineClient with slomesh in the middle (module docstring)."""
 
-    def __init__(self, inner: Any, kv_total_blocks: int = 0, stats: Any = None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        kv_total_blocks: int = 0,
+        stats: Any = None,
+        deadline_ordered: bool = False,
+    ) -> None:
         self.inner = inner
+        self.deadline_ordered = deadline_ordered
+        """The engine's queue serves waiting requests earliest TTFT deadline first: the status
+        then reports each waiting request's deadline and prompt tokens."""
         self.kv_total_blocks = kv_total_blocks
         self.stats = stats
         """vLLM's latest scheduler stats (vllm/stats.py), for KV use; None: not reported."""
@@ -86,6 +98,9 @@ class SLOEngineClient:
             followed = self._followed.get(str(meta.get("request_id", "")))
         if followed is not None:
             followed.calls += 1
+            if meta is not None and meta.get("ttft_deadline_s") is not None:
+                due = float(meta["arrival_wall_s"]) + float(meta["ttft_deadline_s"])
+                followed.ttft_deadline_unix_s = due
         stream = self.inner.generate(prompt, sampling_params, request_id, **kwargs)
         try:
             async for out in stream:
@@ -105,7 +120,8 @@ class SLOEngineClient:
         """Requests waiting (no token yet) and running, KV use from the engine's latest stats."""
         live = list(self._followed.values())
         running = sum(1 for f in live if f.output_tokens > 0 and not f.finish_reason)
-        waiting = sum(1 for f in live if f.output_tokens == 0 and not f.finish_reason)
+        queued = [f for f in live if f.output_tokens == 0 and not f.finish_reason]
+        waiting = len(queued)
         snap = self.stats.latest if self.stats is not None else None
         used = round(snap.kv_cache_usage * self.kv_total_blocks) if snap and live else 0
         return EngineStatus(
@@ -116,9 +132,13 @@ class SLOEngineClient:
             kv_used_blocks=used,
             kv_total_blocks=self.kv_total_blocks,
             outstanding_output_tokens=0,
-            pending_prefill_tokens=sum(
-                f.prompt_tokens for f in live if f.output_tokens == 0 and not f.finish_reason
+            pending_prefill_tokens=sum(f.prompt_tokens for f in queued),
+            waiting_prefill=(
+                tuple((f.ttft_deadline_unix_s, f.prompt_tokens) for f in queued)
+                if self.deadline_ordered
+                else ()
             ),
+            deadline_ordered=self.deadline_ordered,
         )
 
 

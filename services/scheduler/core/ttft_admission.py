@@ -10,8 +10,11 @@ after that report (the replica had not seen them yet), L_r the request's prompt,
 replica's measured profile (HardwareProfile.prefill_time_s, one packed prefill of that many
 tokens) and o_i the profile's submit overhead. s_i(r) is the seat wait: when the running batch is
 full (running >= max_num_seqs), a seat frees up about every E[output]·TPOT / max_num_seqs seconds
-and r waits for (waiting + 1) of them. The request goes to the candidates whose prediction, plus
-`margin_s`, is within its TTFT SLO; with none left it is rejected (429) with the best prediction
+and r waits for (waiting + 1) of them. On an engine whose queue is earliest-deadline-first
+(`deadline_ordered`, EDF), B_i, A_i and `waiting` count only what runs now and the waiting
+requests due before r (the replica reports each waiting request's deadline and tokens): a
+tight request does not wait behind a backlog of looser ones. The request goes to the
+candidates whose prediction, plus `margin_s`, is within its TTFT SLO; with none left it is rejected (429) with the best prediction
 and the SLO in the reason, and Retry-After = the predicted excess. The time the request already
 spent before admission counts towards its TTFT. A replica without a report
 younger than `max_report_age_s`, or without a profile, is not judged (kept as a candidate).
@@ -27,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.scheduler.core.live_view import LiveReplica
 from shared.domain import Request
+from shared.domain.engine import EngineStatus
 
 
 class TTFTAdmissionConfig(BaseModel):
@@ -56,6 +60,32 @@ class QueueReport:
     running: int
     pending_prefill_tokens: int
     reported_s: float
+    waiting_prefill: tuple[tuple[float, int], ...] = ()
+    """(TTFT deadline, tokens not yet computed) per waiting request; empty: not reported."""
+    deadline_ordered: bool = False
+    """The engine serves waiting requests earliest TTFT deadline first."""
+
+    @classmethod
+    def of(cls, status: EngineStatus, reported_s: float) -> QueueReport:
+        """The report of an engine's status taken at `reported_s`."""
+        return cls(
+            status.waiting,
+            status.running,
+            status.pending_prefill_tokens,
+            reported_s,
+            status.waiting_prefill,
+            status.deadline_ordered,
+        )
+
+    def ahead_of(self, deadline_s: float) -> tuple[int, int]:
+        """(tokens, requests) of the reported backlog a request due at `deadline_s` waits
+        behind: all of it, or on a deadline-ordered engine that reported its waiting requests,
+        what runs now (running prefill chunks, recomputes) and the waiting requests due first."""
+        if not (self.deadline_ordered and self.waiting_prefill):
+            return self.pending_prefill_tokens, self.waiting
+        queued = sum(tokens for _, tokens in self.waiting_prefill)
+        first = [tokens for due, tokens in self.waiting_prefill if due <= deadline_s]
+        return self.pending_prefill_tokens - queued + sum(first), len(first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +130,22 @@ class TTFTAdmission:
             profile = rep.profile(request.model)
         except ValueError:
             return None
+        due = request.ttft_deadline_abs_s
+        ordered = report.deadline_ordered and bool(report.waiting_prefill)
         since = sum(
             r.input_tokens
             for rid, r in rep.in_flight.items()
-            if rid != request.request_id and rep.placed_s.get(rid, -math.inf) > report.reported_s
+            if rid != request.request_id
+            and rep.placed_s.get(rid, -math.inf) > report.reported_s
+            and (not ordered or r.ttft_deadline_abs_s <= due)
         )
-        backlog = report.pending_prefill_tokens + since
+        ahead, waiting_ahead = report.ahead_of(due)
+        backlog = ahead + since
         ttft = profile.submit_overhead_s + profile.prefill_time_s(1, backlog + request.input_tokens)
         if report.running >= rep.max_num_seqs:
             tpot = profile.decode_time_s(request.input_tokens, rep.max_num_seqs)
             seat_s = self.cfg.mean_output_tokens * tpot / rep.max_num_seqs
-            ttft += (report.waiting + 1) * seat_s
+            ttft += (waiting_ahead + 1) * seat_s
         return TTFTPrediction(rep.application, ttft, backlog)
 
     def check(

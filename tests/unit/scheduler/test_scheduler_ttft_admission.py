@@ -137,3 +137,56 @@ def test_admission_answers_an_unattainable_request_with_the_guard_reason(fakes):
     assert d.drop_reason == "deadline-infeasible"
     assert core.admit(req("chat", CHAT), 10.0).admitted  # 2.11 s fits a 3 s SLO
     assert list(rep.in_flight) == ["chat"]
+
+
+# an EDF engine's report at t=9.5: 300 tokens running now (prefill chunks, decodes) and three
+# waiting requests due at 10.2, 10.4 and 40.0 s of 1000, 2000 and 5000 tokens
+EDF_WAITING = ((10.2, 1000), (10.4, 2000), (40.0, 5000))
+EDF_REPORT = QueueReport(3, 2, 8300, 9.5, EDF_WAITING, deadline_ordered=True)
+
+
+@pytest.mark.parametrize(
+    ("report", "due_at", "later", "expected_backlog"),
+    [
+        # FCFS: the whole backlog is ahead, whatever r's deadline
+        (QueueReport(3, 2, 8300, 9.5, EDF_WAITING), 10.5, None, 8300),
+        # EDF without a breakdown: the whole backlog (nothing is known to run after r)
+        (QueueReport(3, 2, 8300, 9.5, (), deadline_ordered=True), 10.5, None, 8300),
+        # EDF: what runs now and the waiting requests due before r
+        (EDF_REPORT, 10.5, None, 300 + 1000 + 2000),
+        (EDF_REPORT, 10.3, None, 300 + 1000),
+        (EDF_REPORT, 10.1, None, 300),
+        (EDF_REPORT, 50.0, None, 8300),
+        # placed after the report: counted when due first (9.8 + 0.5 = 10.3 <= 10.5) ...
+        (EDF_REPORT, 10.5, 9.8, 300 + 1000 + 2000 + 500),
+        # ... and not when due after r (9.8 + 3 s, the CHAT deadline)
+        (EDF_REPORT, 10.5, "chat", 300 + 1000 + 2000),
+    ],
+)
+def test_an_edf_engine_counts_only_the_backlog_due_before_the_request(
+    fakes, report, due_at, later, expected_backlog
+):
+    rep = replica(fakes)
+    g = guard()
+    g.update("r0", report)
+    if later == "chat":
+        rep.book(req("later", slo=CHAT, n_in=500, at=9.8), 9.8)
+    elif later is not None:
+        rep.book(req("later", n_in=500, at=later), later)
+    r = req("r", slo=SLO(ttft_deadline_s=due_at - 10.0))
+    pred = g.predict(rep, r, 10.0)
+    assert pred is not None
+    assert pred.backlog_tokens == expected_backlog
+    assert pred.ttft_s == pytest.approx(1e-4 * (expected_backlog + 1000) + 0.01)
+
+
+def test_an_edf_engine_with_a_full_batch_waits_a_seat_only_per_request_due_first(fakes):
+    rep = replica(fakes, max_num_seqs=2)
+    g = guard()
+    g.update("r0", QueueReport(3, 2, 300, 9.5, (), deadline_ordered=True))
+    all_three = g.predict(rep, req("r", slo=SLO(ttft_deadline_s=0.5)), 10.0)
+    g.update("r0", EDF_REPORT)
+    one_first = g.predict(rep, req("r", slo=SLO(ttft_deadline_s=0.25)), 10.0)
+    assert all_three and one_first
+    seat = (all_three.ttft_s - 1e-4 * 1300 - 0.01) / 4
+    assert one_first.ttft_s == pytest.approx(1e-4 * 2300 + 0.01 + 2 * seat)

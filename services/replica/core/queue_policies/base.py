@@ -17,6 +17,9 @@ class QueuePolicy(ABC):
     name: ClassVar[str]
     evict_for_waiting: ClassVar[bool] = False
     """If True, a waiting head with a lower key than a running sequence preempts it for memory."""
+    deadline_ordered: ClassVar[bool] = False
+    """If True, waiting requests are served earliest TTFT deadline first: a new request waits
+    only behind those due before it (what the scheduler's TTFT guard predicts from)."""
 
     @abstractmethod
     def key(self, seq: Sequence, now_s: float) -> tuple[float, ...]:

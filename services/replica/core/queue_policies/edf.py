@@ -8,6 +8,7 @@ from services.replica.core.sequence import Sequence
 
 class EDFPolicy(QueuePolicy):
     name = "edf"
+    deadline_ordered = True
 
     def key(self, seq: Sequence, now_s: float) -> tuple[float, ...]:
         return (seq.request.ttft_deadline_abs_s, seq.request.arrival_s)

@@ -18,6 +18,7 @@ from services.replica.core.sequence import Sequence
 
 class OracleEDFPolicy(QueuePolicy):
     name = "oracle-edf"
+    deadline_ordered = True
     evict_for_waiting = True
 
     def key(self, seq: Sequence, now_s: float) -> tuple[float, ...]:

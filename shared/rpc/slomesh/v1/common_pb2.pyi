@@ -75,7 +75,7 @@ class ReplicaRef(_message.Message):
     def __init__(self, application: _Optional[str] = ..., gpu: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ReplicaState(_message.Message):
-    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens", "loaded_adapters")
+    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens", "loaded_adapters", "waiting_prefill", "deadline_ordered")
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_MODEL_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,8 @@ class ReplicaState(_message.Message):
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
     PENDING_PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LOADED_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_PREFILL_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_ORDERED_FIELD_NUMBER: _ClassVar[int]
     replica: ReplicaRef
     active_model: str
     waiting: int
@@ -98,4 +100,14 @@ class ReplicaState(_message.Message):
     request_ids: _containers.RepeatedScalarFieldContainer[str]
     pending_prefill_tokens: int
     loaded_adapters: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ..., loaded_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
+    waiting_prefill: _containers.RepeatedCompositeFieldContainer[WaitingPrefill]
+    deadline_ordered: bool
+    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ..., loaded_adapters: _Optional[_Iterable[str]] = ..., waiting_prefill: _Optional[_Iterable[_Union[WaitingPrefill, _Mapping]]] = ..., deadline_ordered: _Optional[bool] = ...) -> None: ...
+
+class WaitingPrefill(_message.Message):
+    __slots__ = ("ttft_deadline_unix_s", "tokens")
+    TTFT_DEADLINE_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ttft_deadline_unix_s: float
+    tokens: int
+    def __init__(self, ttft_deadline_unix_s: _Optional[float] = ..., tokens: _Optional[int] = ...) -> None: ...
