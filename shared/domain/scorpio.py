@@ -35,6 +35,9 @@ class ScorpioConfig(BaseModel):
     """The (safety-scaled) estimate must be <= this margin times the tightest STP."""
     ttft_margin_s: float = Field(0.0, ge=0)
     """Extra seconds by which the predicted first token must beat the TTFT deadline."""
+    ttft_deadline_aware: bool = False
+    """The guard counts, on an earliest-deadline-first engine queue, only the work due before
+    the request (off: the whole backlog)."""
     default_tpot_s: float = Field(0.2, gt=0)
     """STP (seconds per output token) assumed for requests without a TPOT SLO."""
     credit_epsilon: float = Field(1e-9, ge=0)

@@ -230,7 +230,9 @@ def admission_ttft_guard(scorpio: ScorpioConfig | None) -> TTFTAdmissionConfig:
     """The stack's TTFT guard (its admitter), at admission: its one home, live and simulated."""
     if scorpio is None or not scorpio.ttft_guard:
         return TTFTAdmissionConfig()
-    return TTFTAdmissionConfig(enabled=True, margin_s=scorpio.ttft_margin_s)
+    return TTFTAdmissionConfig(
+        enabled=True, margin_s=scorpio.ttft_margin_s, deadline_aware=scorpio.ttft_deadline_aware
+    )
 
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "ray" / "profiles"

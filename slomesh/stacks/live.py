@@ -76,6 +76,8 @@ def _scheduler_args(stack: StackConfig, args: dict[str, Any]) -> None:
     guard["enabled"] = admitter.plugin == "ttft-guard"
     if guard["enabled"] and "margin_s" in admitter.params:
         guard["margin_s"] = admitter.params["margin_s"]
+    if guard["enabled"] and "deadline_aware" in admitter.params:
+        guard["deadline_aware"] = bool(admitter.params["deadline_aware"])
     args["ttft_guard"] = guard
 
 

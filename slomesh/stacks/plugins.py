@@ -29,8 +29,14 @@ from slomesh.stacks.plugin import (
 
 # ---- admitter -------------------------------------------------------------------------------
 def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
-    allow_params("admitter", name, params, {"margin_s": None})
-    frag = Fragment(scorpio={"ttft_guard": True, "ttft_margin_s": params.get("margin_s", 0.0)})
+    allow_params("admitter", name, params, {"margin_s": None, "deadline_aware": None})
+    frag = Fragment(
+        scorpio={
+            "ttft_guard": True,
+            "ttft_margin_s": params.get("margin_s", 0.0),
+            "ttft_deadline_aware": bool(params.get("deadline_aware", False)),
+        }
+    )
     return Plugin("admitter", name, dict(params), every(frag))
 
 

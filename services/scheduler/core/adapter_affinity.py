@@ -16,10 +16,11 @@ every placement, LRU within the replica's slots) and its hardware profile:
 
 The choice matters only when some eligible replicas hold the adapter and others do not; when
 all or none do, nothing is pinned (the SLO policy keeps its order; a replica loads on demand).
-Otherwise the feasible replica with the lowest score wins: affinity (no load, no other adapter evicted)
-against slack (a loaded replica too busy for this request's deadline loses to an idle one that
-loads the adapter). swap_penalty_s prices what evicting an adapter costs the others: the
-requests of the adapter it unloads, which may be wanted next, pay a load to get it back.
+Otherwise the feasible replica with the lowest score wins: affinity (no load, no other
+adapter evicted) against slack (a loaded replica too busy for this request's deadline loses to
+an idle one that loads the adapter). swap_penalty_s prices what evicting an adapter costs the
+others: the requests of the adapter it unloads, which may be wanted next, pay a load to get it
+back.
 When no replica is feasible, nothing is pinned either and the SLO policy places the request as it
 would without adapters (the replica then loads the adapter on demand). A chosen replica
 without the adapter gets an adapter-load decision (`Decisions.load_adapter`) before the

@@ -10,13 +10,14 @@ after that report (the replica had not seen them yet), L_r the request's prompt,
 replica's measured profile (HardwareProfile.prefill_time_s, one packed prefill of that many
 tokens) and o_i the profile's submit overhead. s_i(r) is the seat wait: when the running batch is
 full (running >= max_num_seqs), a seat frees up about every E[output]·TPOT / max_num_seqs seconds
-and r waits for (waiting + 1) of them. On an engine whose queue is earliest-deadline-first
-(`deadline_ordered`, EDF), B_i, A_i and `waiting` count only what runs now and the waiting
-requests due before r (the replica reports each waiting request's deadline and tokens): a
-tight request does not wait behind a backlog of looser ones. The request goes to the
-candidates whose prediction, plus `margin_s`, is within its TTFT SLO; with none left it is rejected (429) with the best prediction
-and the SLO in the reason, and Retry-After = the predicted excess. The time the request already
-spent before admission counts towards its TTFT. A replica without a report
+and r waits for (waiting + 1) of them. With `deadline_aware`, on an engine whose queue is
+earliest-deadline-first (`deadline_ordered`, EDF), B_i, A_i and `waiting` count only what runs
+now and the waiting requests due before r (the replica reports each waiting request's deadline
+and tokens): a tight request does not wait behind a backlog of looser ones. The request goes to
+the candidates whose prediction, plus `margin_s`, is within its TTFT SLO; with none left it is
+rejected (429) with the best prediction and the SLO in the reason, and Retry-After = the
+predicted excess. The time the request already spent before admission counts towards its TTFT.
+A replica without a report
 younger than `max_report_age_s`, or without a profile, is not judged (kept as a candidate).
 """
 
@@ -42,6 +43,9 @@ class TTFTAdmissionConfig(BaseModel):
     """Reject requests whose predicted first token misses their TTFT SLO on every replica."""
     margin_s: float = Field(0.0, ge=0)
     """Seconds by which the predicted first token must beat the TTFT SLO."""
+    deadline_aware: bool = False
+    """On replicas that report an earliest-deadline-first queue, count only the backlog due
+    before the request (off: the whole reported backlog, which also sheds load at overload)."""
     max_report_age_s: float = Field(5.0, gt=0)
     """A replica report older than this is stale: that replica is not judged."""
     mean_output_tokens: float = Field(256.0, gt=0)
@@ -77,11 +81,15 @@ class QueueReport:
             status.deadline_ordered,
         )
 
-    def ahead_of(self, deadline_s: float) -> tuple[int, int]:
+    def by_deadline(self) -> bool:
+        """The engine is deadline-ordered and reported its waiting requests."""
+        return self.deadline_ordered and bool(self.waiting_prefill)
+
+    def ahead_of(self, deadline_s: float, by_deadline: bool) -> tuple[int, int]:
         """(tokens, requests) of the reported backlog a request due at `deadline_s` waits
-        behind: all of it, or on a deadline-ordered engine that reported its waiting requests,
+        behind: all of it, or `by_deadline` on an engine that reported its waiting requests,
         what runs now (running prefill chunks, recomputes) and the waiting requests due first."""
-        if not (self.deadline_ordered and self.waiting_prefill):
+        if not (by_deadline and self.by_deadline()):
             return self.pending_prefill_tokens, self.waiting
         queued = sum(tokens for _, tokens in self.waiting_prefill)
         first = [tokens for due, tokens in self.waiting_prefill if due <= deadline_s]
@@ -131,7 +139,7 @@ class TTFTAdmission:
         except ValueError:
             return None
         due = request.ttft_deadline_abs_s
-        ordered = report.deadline_ordered and bool(report.waiting_prefill)
+        ordered = self.cfg.deadline_aware and report.by_deadline()
         since = sum(
             r.input_tokens
             for rid, r in rep.in_flight.items()
@@ -139,7 +147,7 @@ class TTFTAdmission:
             and rep.placed_s.get(rid, -math.inf) > report.reported_s
             and (not ordered or r.ttft_deadline_abs_s <= due)
         )
-        ahead, waiting_ahead = report.ahead_of(due)
+        ahead, waiting_ahead = report.ahead_of(due, ordered)
         backlog = ahead + since
         ttft = profile.submit_overhead_s + profile.prefill_time_s(1, backlog + request.input_tokens)
         if report.running >= rep.max_num_seqs:

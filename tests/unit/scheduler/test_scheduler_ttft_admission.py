@@ -167,7 +167,7 @@ def test_an_edf_engine_counts_only_the_backlog_due_before_the_request(
     fakes, report, due_at, later, expected_backlog
 ):
     rep = replica(fakes)
-    g = guard()
+    g = guard(deadline_aware=True)
     g.update("r0", report)
     if later == "chat":
         rep.book(req("later", slo=CHAT, n_in=500, at=9.8), 9.8)
@@ -182,7 +182,7 @@ def test_an_edf_engine_counts_only_the_backlog_due_before_the_request(
 
 def test_an_edf_engine_with_a_full_batch_waits_a_seat_only_per_request_due_first(fakes):
     rep = replica(fakes, max_num_seqs=2)
-    g = guard()
+    g = guard(deadline_aware=True)
     g.update("r0", QueueReport(3, 2, 300, 9.5, (), deadline_ordered=True))
     all_three = g.predict(rep, req("r", slo=SLO(ttft_deadline_s=0.5)), 10.0)
     g.update("r0", EDF_REPORT)
@@ -190,3 +190,10 @@ def test_an_edf_engine_with_a_full_batch_waits_a_seat_only_per_request_due_first
     assert all_three and one_first
     seat = (all_three.ttft_s - 1e-4 * 1300 - 0.01) / 4
     assert one_first.ttft_s == pytest.approx(1e-4 * 2300 + 0.01 + 2 * seat)
+
+
+def test_without_deadline_awareness_an_edf_engine_counts_its_whole_backlog(fakes):
+    g = guard()
+    g.update("r0", EDF_REPORT)
+    pred = g.predict(replica(fakes), req("r", slo=SLO(ttft_deadline_s=0.3)), 10.0)
+    assert pred is not None and pred.backlog_tokens == 8300

@@ -16,7 +16,7 @@ from slomesh.stacks.stages import Fragment, StageError, create_plugin
 F = Fragment
 Row = tuple[str, str, dict[str, Any], str, Fragment | str]
 NOT_HERE = "does not apply to a"
-GUARD_ON = F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.0})
+GUARD_ON = F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.0, "ttft_deadline_aware": False})
 SCORPIO_ON = F(scorpio={"credit_batching": True, "vbs_admission": True})
 VLLM_ENGINE = F(scorpio={"credit_batching": False, "vbs_admission": False})
 
@@ -30,7 +30,14 @@ ROWS: list[Row] = [
         "ttft-guard",
         {"margin_s": 0.25},
         "qlm",
-        F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.25}),
+        F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.25, "ttft_deadline_aware": False}),
+    ),
+    (
+        "admitter",
+        "ttft-guard",
+        {"deadline_aware": True},
+        "router",
+        F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.0, "ttft_deadline_aware": True}),
     ),
     ("admitter", "ttft-guard", {"margin": 1}, "qlm", "stages.admitter.params.margin"),
     ("admitter", "latency-slo", {}, "router", F(options={"slo_admitter": {}})),
