@@ -15,7 +15,7 @@ from shared.domain import DecodeCoeffs, HardwareProfile, PrefillCoeffs, WallCloc
 from shared.profiles.defaults import default_profile
 
 if TYPE_CHECKING:
-    from services.replica.deployment import ReplicaArgs
+    from services.replica.args import ReplicaArgs
 
 
 def _scaled(p: HardwareProfile, k: float) -> HardwareProfile:

@@ -2,9 +2,8 @@
 
 Arrivals join a request group (services/scheduler/core/qlm/groups.py), new groups are inserted
 into a virtual queue at their deadline position, and the RWT estimator (rwt.py) predicts every
-group's
-wait. Only when a violation is predicted does the global scheduler (solvers/) re-plan the
-assignment and order of all groups - never more often than `replan_min_interval_s`. Instances pull
+group's wait. Only when a violation is predicted does the global scheduler (solvers/) re-plan
+the assignment and order of all groups - at most once per `replan_min_interval_s`. Instances pull
 from the head of their own queue when their engine has room (lso.py holds the pull, eviction and
 swap rules). The same object runs in the simulator and in the live scheduler deployment.
 """
