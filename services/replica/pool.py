@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
-from services.replica.deployment import ReplicaArgs, ReplicaDeployment
+from services.replica.args import ReplicaArgs
+from services.replica.deployment import ReplicaDeployment
 
 DEFAULT_POLICY = "services.scheduler.autoscale_hook:ServeScalingPolicy"
 

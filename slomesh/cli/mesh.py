@@ -91,7 +91,7 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
     profiler applications load `paths` (made absolute: Serve actors may run elsewhere) ahead of
     the roofline defaults, and every vLLM replica whose (gpu, served model, tensor_parallel) has
     a profile gets its decode coefficients (turning on SCORPIO's VBS admission there)."""
-    from services.replica.deployment import ReplicaArgs
+    from services.replica.args import ReplicaArgs
     from shared.profiles.io import load_profiles
 
     files = []

@@ -43,7 +43,8 @@ def measure_swaps(
                         pass
         finally:
             active = await host.start()
-            await loader.unload(host.active, active)
+            if active is not None:
+                await loader.unload(host.active, active)
         failed = [s for s in host.swaps if not s.ok]
         if failed:
             raise RuntimeError(f"swap to {failed[0].to_model} failed while profiling")

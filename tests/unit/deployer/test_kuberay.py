@@ -18,7 +18,7 @@ from services.deployer.deployment import DeployerArgs
 from services.ingress.args import IngressArgs
 from services.predictor.deployment import PredictorArgs
 from services.profiler.deployment import ProfilerArgs
-from services.replica.deployment import ReplicaArgs
+from services.replica.args import ReplicaArgs
 from services.scheduler.args import SchedulerArgs
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV
 from slomesh.cli.mesh import MESH_PROCESS_ENV, SERVE_HOT_PATH_ENV, load_config

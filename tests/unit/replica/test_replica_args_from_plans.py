@@ -6,7 +6,8 @@ import pytest
 
 from services.deployer.core import ModelDemand, Node, PlanOptions, plan, serve_config
 from services.deployer.deployment import default_serve_options
-from services.replica.deployment import ReplicaArgs, build_engine
+from services.replica.args import ReplicaArgs
+from services.replica.build import build_engine
 from services.replica.sim_engine import AsyncSimEngine
 
 

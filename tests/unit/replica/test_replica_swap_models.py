@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from services.replica.args import ReplicaArgs
 from services.replica.build import model_args
-from services.replica.deployment import ReplicaArgs, ReplicaDeployment
+from services.replica.deployment import ReplicaDeployment
 from shared.rpc.invalid_argument import InvalidMessage
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 
