@@ -18,6 +18,7 @@ they are handed back. Usage: shard_usage.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from shared.policy.shards import divide_replicas
 from shared.rpc.bounded import bounded
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.slomesh.v1 import scheduler_pb2
+
+log = logging.getLogger(__name__)
 
 
 class ShardConfig(BaseModel):
@@ -142,7 +145,10 @@ class ShardPeers:
 
     async def _loop(self) -> None:
         while True:
-            await self.exchange_once()
+            try:
+                await self.exchange_once()
+            except Exception:  # one failed round must not end the exchanges for good
+                log.exception("shard exchange round failed")
             await asyncio.sleep(self.cfg.exchange_interval_ms / 1e3)
 
     async def exchange_once(self) -> None:
@@ -176,6 +182,9 @@ class ShardPeers:
             answer: scheduler_pb2.ShardUsage = await bounded(call, timeout + 0.1)
             return answer
         except (CallFailed, TimeoutError):
+            return None
+        except Exception as err:  # e.g. its application was deleted: down like a failed call
+            log.info("shard exchange with %s failed: %r", peer, err)
             return None
 
     def _alive(self, peer: str) -> None:

@@ -25,11 +25,15 @@ class Mesh:
     def __init__(self) -> None:
         self.shards: dict[str, Any] = {}
         self.dead: set[str] = set()
+        self.deleted: set[str] = set()
+        """Shards whose application is gone: a handle call raises, not CallFailed."""
 
     async def call(
         self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
     ) -> Any:
         if kind == "scheduler":
+            if application in self.deleted:
+                raise RuntimeError(f"Application '{application}' does not exist")
             if application in self.dead or application not in self.shards:
                 raise CallFailed(application, "UNAVAILABLE", "gone")
             return await getattr(self.shards[application], method)(message)
@@ -157,5 +161,22 @@ def test_each_shards_counters_include_its_peers_charges() -> None:
         health = await b.Health(scheduler_pb2.HealthQuery())
         assert 0.0 < health.max_usage_staleness_s < 60.0  # measured, and said in Health
         assert health.usage_staleness_s <= health.max_usage_staleness_s
+
+    asyncio.run(run())
+
+
+def test_a_deleted_shard_is_down_and_the_exchanges_go_on() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        mesh.start("scheduler-1", ["scheduler"])
+        await _until(lambda: len(a.ready_models()) == 1)
+        mesh.deleted.add("scheduler-1")
+        await _until(lambda: a.shards.live() == ["scheduler"])
+        assert a.shards.live() == ["scheduler"]
+        assert a.shards.owned == set(REPLICAS)
+        rounds = a.shards.exchanges
+        await _until(lambda: a.shards.exchanges > rounds + 2)
+        assert a.shards.exchanges > rounds + 2  # the exchange loop survived the error
 
     asyncio.run(run())
