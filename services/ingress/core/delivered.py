@@ -17,8 +17,10 @@ time to first token (recorded at the first token) and its time per output token 
             oldest request of such an objective still without its first token
     TPOT^ = the `quantile` of the TPOT samples of the same loads
 
-With fewer than `min_samples` samples near m, the nearest lower loads stand in (latency does not
-fall as load grows); with none at all the request is let in. A request whose TTFT^ or TPOT^ is
+A request that would run alone (at most `alone_in_flight` others in flight) is always let in:
+no admission choice can serve it sooner. With fewer than `min_samples` samples near m, the
+nearest lower loads stand in (latency does not fall as load grows); with none at all the
+request is let in. A request whose TTFT^ or TPOT^ is
 beyond its objective times `margin` is answered 429 at once, with Retry-After = the predicted
 excess (at least `min_retry_after_s`). Samples older than `window_s` are forgotten: a load judged
 too high is tried again once its samples are gone, so the limit follows the machine as its other
@@ -51,6 +53,9 @@ class DeliveredGuardConfig(BaseModel):
     """Samples of loads within this fraction of the load (at least 1 request) count as near."""
     min_samples: int = Field(4, ge=1)
     """Fewer samples than this near the load: the nearest lower loads' samples are added."""
+    alone_in_flight: int = Field(0, ge=0)
+    """With at most this many other requests in flight here, a request is let in whatever the
+    prediction: one that would run (nearly) alone cannot be served sooner by turning it away."""
     margin: float = Field(1.0, gt=0, le=2)
     """A prediction beyond objective x margin is a rejection."""
     min_retry_after_s: float = Field(1.0, ge=0)
@@ -147,7 +152,7 @@ class DeliveredGuard:
         """Whether a request with these objectives may be let in now; `waited_s` is the time it
         already spent before admission."""
         ttft, tpot, load = self.predict(model, ttft_slo_s, now_s)
-        if not self.cfg.enabled:
+        if not self.cfg.enabled or load - 1 <= self.cfg.alone_in_flight:
             return Verdict(True, ttft, tpot, load)
         bound = self.cfg.margin
         if ttft is not None and waited_s + ttft > ttft_slo_s * bound:

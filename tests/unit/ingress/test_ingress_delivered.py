@@ -19,6 +19,12 @@ def fill(guard: DeliveredGuard, load: int, ttft: float, tpot: float, at: float) 
         guard.end(f"bg{at}-{i}", 0, at)
 
 
+def busy(guard: DeliveredGuard, at: float) -> None:
+    """One other request in flight (its first token out), so a new one is not alone."""
+    guard.start(f"busy{at}", M, 1.0, at)
+    guard.first_token(f"busy{at}", at)
+
+
 def test_quantile_nearest_rank() -> None:
     assert quantile([3.0, 1.0, 2.0, 4.0], 0.5) == 2.0
     assert quantile([3.0, 1.0, 2.0, 4.0], 0.9) == 4.0
@@ -50,14 +56,16 @@ def test_a_load_measured_late_is_rejected_and_a_lower_one_admitted() -> None:
 
 def test_the_time_spent_before_admission_counts() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
-    fill(guard, 1, ttft=0.6, tpot=0.002, at=0.0)
+    fill(guard, 2, ttft=0.6, tpot=0.002, at=0.0)
+    busy(guard, 1.0)
     assert guard.check(M, 1.0, None, 0.2, 1.0).admit
     assert not guard.check(M, 1.0, None, 0.5, 1.0).admit
 
 
 def test_a_looser_objective_admits_what_a_tight_one_rejects() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
-    fill(guard, 1, ttft=2.0, tpot=0.002, at=0.0)
+    fill(guard, 2, ttft=2.0, tpot=0.002, at=0.0)
+    busy(guard, 3.0)
     assert not guard.check(M, 1.0, None, 0.0, 3.0).admit
     assert guard.check(M, 5.0, None, 0.0, 3.0).admit
 
@@ -65,6 +73,7 @@ def test_a_looser_objective_admits_what_a_tight_one_rejects() -> None:
 def test_tpot_beyond_the_objective_is_rejected_and_none_means_no_tpot_objective() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
     fill(guard, 2, ttft=0.05, tpot=0.08, at=0.0)
+    busy(guard, 2.0)
     v = guard.check(M, 1.0, 0.05, 0.0, 2.0)
     assert not v.admit and "time per output token 80.0 ms" in v.reason
     assert guard.check(M, 1.0, None, 0.0, 2.0).admit
@@ -72,7 +81,8 @@ def test_tpot_beyond_the_objective_is_rejected_and_none_means_no_tpot_objective(
 
 def test_samples_are_forgotten_after_the_window() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1, window_s=5.0))
-    fill(guard, 1, ttft=3.0, tpot=0.002, at=0.0)
+    fill(guard, 2, ttft=3.0, tpot=0.002, at=0.0)
+    busy(guard, 4.0)
     assert not guard.check(M, 1.0, None, 0.0, 4.0).admit
     assert guard.check(M, 1.0, None, 0.0, 9.0).admit
 
@@ -128,3 +138,16 @@ def test_loop_lag_is_the_largest_lateness_of_the_recent_window() -> None:
     assert abs(lag.recent_s() - 0.3) < 1e-9
     now[0] += 5.0  # all of it older than the window
     assert lag.recent_s() == 0.0
+
+
+def test_a_request_that_would_run_alone_is_let_in_whatever_the_prediction() -> None:
+    guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
+    fill(guard, 1, ttft=3.0, tpot=0.08, at=0.0)
+    alone = guard.check(M, 1.0, 0.05, 0.5, 4.0)
+    assert alone.admit and alone.load == 1 and alone.ttft_s == 3.0
+    busy(guard, 4.0)
+    assert not guard.check(M, 1.0, 0.05, 0.5, 4.0).admit
+    lenient = DeliveredGuard(DeliveredGuardConfig(min_samples=1, alone_in_flight=1))
+    fill(lenient, 1, ttft=3.0, tpot=0.08, at=0.0)
+    busy(lenient, 4.0)
+    assert lenient.check(M, 1.0, 0.05, 0.0, 4.0).admit
