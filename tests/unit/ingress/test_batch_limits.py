@@ -204,7 +204,14 @@ def test_a_valid_upload_streams_to_its_file(
 def test_concurrent_uploads_past_the_cap_are_429_before_reading(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    api = _api(monkeypatch, tmp_path, max_concurrent_uploads=1, upload_idle_timeout_s=30.0)
+    # the held upload must outlive the whole scenario on a loaded machine: no time limit decides it
+    api = _api(
+        monkeypatch,
+        tmp_path,
+        max_concurrent_uploads=1,
+        upload_idle_timeout_s=60.0,
+        upload_deadline_s=120.0,
+    )
 
     async def scenario() -> tuple[APIError, Body]:
         stalled = Body([multipart(b"")[:50], None])
