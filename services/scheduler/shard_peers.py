@@ -138,7 +138,10 @@ class ShardPeers:
                 vtc.absorb(tenant, delta)
 
     def start(self) -> None:
-        """Run the exchange loop (on the running event loop; idempotent)."""
+        """Run the exchange loop (on the running event loop; idempotent). Called at start and
+        again whenever a peer is learned: a scheduler started alone (no peers, no loop) that a
+        shard added later calls must exchange with it from then on, or it would never find it
+        gone when that shard is removed."""
         if not self.sharded or (self._task is not None and not self._task.done()):
             return
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -193,6 +196,8 @@ class ShardPeers:
         if peer in self.down or not known:
             self.down.discard(peer)
             self._reassign()
+        if not known:
+            self.start()
 
     def _reassign(self) -> None:
         owned = divide_replicas(self.replicas, self.live()).get(self.cfg.name, set())

@@ -180,3 +180,19 @@ def test_a_deleted_shard_is_down_and_the_exchanges_go_on() -> None:
         assert a.shards.exchanges > rounds + 2  # the exchange loop survived the error
 
     asyncio.run(run())
+
+
+def test_a_lone_scheduler_forgets_a_shard_that_joined_it_and_was_deleted() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", [])  # the default mesh: one scheduler, no peers
+        await _until(lambda: len(a.ready_models()) == 1)
+        mesh.start("scheduler-1", ["scheduler"])  # `slomesh shard add`: it calls the first
+        await _until(lambda: a.shards.live() == ["scheduler", "scheduler-1"])
+        assert a.shards.live() == ["scheduler", "scheduler-1"]
+        mesh.deleted.add("scheduler-1")  # `slomesh shard remove`
+        await _until(lambda: a.shards.live() == ["scheduler"])
+        assert a.shards.live() == ["scheduler"]
+        assert a.shards.owned == set(REPLICAS)
+
+    asyncio.run(run())
