@@ -55,7 +55,7 @@ class Arrival:
     order = EventOrder.ARRIVAL
 
     def handle(self, sim: EventLoop) -> list[Event]:
-        sim.decide(cluster.Arrival(self.request, self.time_s))
+        sim.decide(cluster.Arrival(self.request, now_s=self.time_s))
         return sim.next_arrival()
 
 
@@ -73,11 +73,11 @@ class Schedule:
         plan = inst.core.schedule(self.time_s)
         for seq, reason in plan.rejected:
             sim.reject(seq.request, reason, self.time_s)
-            sim.decide(cluster.EngineReject(seq.request, inst.name, reason, self.time_s))
+            sim.decide(cluster.EngineReject(seq.request, inst.name, reason, now_s=self.time_s))
         if plan.kind is StepKind.IDLE:
             if plan.rejected:  # the engine's guard emptied its queue: with no step to end, the
                 # policy hears of the idle engine here, or work it still holds waits forever
-                sim.decide(cluster.StepEnd(inst.name, self.time_s))
+                sim.decide(cluster.StepEnd(inst.name, now_s=self.time_s))
             return []
         inst.in_flight = plan
         return [StepEnd(plan.end_s, inst, plan)]
@@ -100,8 +100,8 @@ class StepEnd:
             entry = SliceEntry(
                 seq.request, seq.num_output_tokens, seq.first_token_s, seq.preemptions
             )
-            sim.decide(cluster.SliceEnd(entry, inst.name, self.time_s))
-        sim.decide(cluster.StepEnd(inst.name, self.time_s))
+            sim.decide(cluster.SliceEnd(entry, inst.name, now_s=self.time_s))
+        sim.decide(cluster.StepEnd(inst.name, now_s=self.time_s))
         inst.schedule_pending = True
         return [Schedule(self.time_s, inst)]
 

@@ -194,7 +194,7 @@ class ShardedSimulator(Simulator):
         self.cpu.decided(now_s)
         serving = {i.name for i in self.instances} & set(self.subsets[shard])
         self.schedulers[shard].serving(serving, now_s)
-        self._on(shard, cev.Arrival(request, now_s))
+        self._on(shard, cev.Arrival(request, now_s=now_s))
 
     def _on(self, shard: int, event: cev.ClusterEvent) -> None:
         self.run_on(self.schedulers[shard], event)

@@ -122,13 +122,13 @@ class Simulator:
     def scheduler_tick(self, now_s: float) -> None:
         """The scheduler's periodic tick (while anything is queued, as live)."""
         self._tick_due = None
-        self.decide(cev.Tick(now_s))
+        self.decide(cev.Tick(now_s=now_s))
 
     def too_large(self, request: Request, reason: str, instance: str, now_s: float) -> None:
         """A placed request can never fit `instance`'s KV cache: rejected there, its place in
         the scheduler's books freed (as an engine rejection)."""
         self.reject(request, reason, now_s)
-        self._pending.append(cev.EngineReject(request, instance, reason, now_s))
+        self._pending.append(cev.EngineReject(request, instance, reason, now_s=now_s))
 
     def next_arrival(self) -> list[Event]:
         req = next(self._arrivals, None)
@@ -151,7 +151,9 @@ class Simulator:
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         assert seq.finish_s is not None
-        self.decide(cev.Finish(r.request_id, instance, seq.num_output_tokens, seq.finish_s, r))
+        self.decide(
+            cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=seq.finish_s)
+        )
         self._add_record(
             RequestRecord.from_request(
                 r,

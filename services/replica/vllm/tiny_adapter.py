@@ -15,10 +15,10 @@ the base model, which is what tests of adapter routing need to tell the two apar
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from services.replica.vllm.tiny_model import write_into_place
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -89,11 +89,10 @@ def build_tiny_adapter(
     }
     if _is_complete(out_dir, params):
         return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+
+    def build(tmp: Path) -> dict[str, Any]:
         _write_adapter(tmp, params, str(base_model_dir))
-        meta = {
+        return {
             "params": params,
             "base_model": str(base_model_dir),
             "random_weights": True,
@@ -103,15 +102,8 @@ def build_tiny_adapter(
                 "so the adapter changes the base model's output. Its text is meaningless."
             ),
         }
-        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.chmod(0o755)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+
+    return write_into_place(out_dir, METADATA_FILE, build)
 
 
 def _is_complete(out_dir: Path, params: dict[str, Any]) -> bool:

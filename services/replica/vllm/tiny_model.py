@@ -18,6 +18,7 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,13 @@ def build_tiny_model(
         return out_dir
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+
+    def build(tmp: Path) -> dict[str, Any]:
         tokenizer = _build_tokenizer(seed, vocab_size)
         tokenizer.save_pretrained(tmp)
         head_dim = max(32, hidden_size // heads)
         _build_model(tmp, params, tokenizer, head_dim)
-        metadata = {
+        return {
             "params": params,
             "random_weights": True,
             "tokenizer_vocab_size": len(tokenizer),
@@ -108,7 +108,22 @@ def build_tiny_model(
                 "EOS). Its text is meaningless."
             ),
         }
-        (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
+
+    return write_into_place(out_dir, METADATA_FILE, build)
+
+
+def write_into_place(
+    out_dir: Path, metadata_file: str, build: Callable[[Path], dict[str, Any]]
+) -> Path:
+    """Build a directory atomically and return `out_dir`: `build(tmp)` writes the files into a
+    temporary sibling of `out_dir` and returns its metadata, saved as JSON in `metadata_file`;
+    the sibling is then renamed into place (replacing an older `out_dir`). A build that fails
+    or is interrupted leaves no half-written directory behind."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        metadata = build(tmp)
+        (tmp / metadata_file).write_text(json.dumps(metadata, indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.chmod(0o755)

@@ -164,7 +164,7 @@ class AdmissionCore(ReplicaHealth):
             )
         self._enqueue(request)
         candidates = [r.application for r in open_]
-        self._book(self.core.handle(Arrival(request, now_s), candidates))
+        self._book(self.core.handle(Arrival(request, now_s=now_s), candidates))
         own = self._rejections.pop(request.request_id, None)
         self._take_policy_rejections()
         if own is not None:
@@ -198,7 +198,9 @@ class AdmissionCore(ReplicaHealth):
             entry = SliceEntry(request, output_tokens)
         else:
             entry = SliceEntry(request, output_tokens, entry.first_token_s, entry.preemptions)
-        self._book(self.core.handle(SliceEnd(entry, owner.application if owner else "", now_s)))
+        self._book(
+            self.core.handle(SliceEnd(entry, owner.application if owner else "", now_s=now_s))
+        )
         chosen = self._owner.get(rid)
         return AdmitDecision(True, chosen, policy=self.policy_label, queued=chosen is None)
 
@@ -216,7 +218,7 @@ class AdmissionCore(ReplicaHealth):
         known = request.request_id in self._owner or request.request_id in self._queued
         if rep is None or known or not self.policy.supports_leases:
             return False
-        self._book(self.core.handle(LeasedPlacement(request, application, now_s)))
+        self._book(self.core.handle(LeasedPlacement(request, application, now_s=now_s)))
         self.admitted += 1
         return True
 
@@ -230,7 +232,7 @@ class AdmissionCore(ReplicaHealth):
         if victim.criticality >= request.criticality:
             return False
         self._dequeue(victim.request_id)
-        self._book(self.core.handle(Abort(victim.request_id, 0.0)))
+        self._book(self.core.handle(Abort(victim.request_id, now_s=0.0)))
         self._shed.append((victim.request_id, "shed: queue full, a more critical request came"))
         return True
 
@@ -257,14 +259,16 @@ class AdmissionCore(ReplicaHealth):
         owner = self._owner.pop(request_id, None)
         if owner is None:
             if self._dequeue(request_id) is not None:  # left the queue before being pulled
-                self._book(self.core.handle(Abort(request_id, now_s)))
+                self._book(self.core.handle(Abort(request_id, now_s=now_s)))
             return None
         request = owner.forget(request_id)
         name = owner.application
         if request is not None:
-            self._book(self.core.handle(Finish(request_id, name, output_tokens, now_s, request)))
+            self._book(
+                self.core.handle(Finish(request_id, name, output_tokens, request, now_s=now_s))
+            )
         if pull and owner.healthy:  # room freed: the replica may pull
-            self._book(self.core.handle(StepEnd(name, now_s)))
+            self._book(self.core.handle(StepEnd(name, now_s=now_s)))
         return owner
 
     def expire_queued(self, now_s: float, margin_s: float) -> list[str]:
@@ -279,18 +283,18 @@ class AdmissionCore(ReplicaHealth):
         ]
         for rid in out:
             self._dequeue(rid)
-            self._book(self.core.handle(Abort(rid, now_s)))
+            self._book(self.core.handle(Abort(rid, now_s=now_s)))
         self.rejected += len(out)
         return out
 
     def tick(self, now_s: float) -> None:
         """Periodic: let every replica pull and the policy re-check its predictions."""
-        self._book(self.core.handle(Tick(now_s)))
+        self._book(self.core.handle(Tick(now_s=now_s)))
         self._take_policy_rejections()
 
     def step_end(self, application: str, now_s: float) -> None:
         """An engine step of `application` ended (the simulator's engines): it may pull."""
-        self._book(self.core.handle(StepEnd(application, now_s)))
+        self._book(self.core.handle(StepEnd(application, now_s=now_s)))
 
     def engine_reject(self, request: Request, application: str, reason: str, now_s: float) -> None:
         """`application`'s engine turned a placed request away: its place is free again."""
@@ -298,7 +302,7 @@ class AdmissionCore(ReplicaHealth):
         if owner is not None:
             owner.forget(request.request_id)
         self._continuing.discard(request.request_id)
-        self._book(self.core.handle(EngineReject(request, application, reason, now_s)))
+        self._book(self.core.handle(EngineReject(request, application, reason, now_s=now_s)))
 
     def take_outputs(self) -> list[ClusterOutput]:
         """The core's outputs since the last call, in order (with `record_outputs` set)."""

@@ -3,7 +3,8 @@
 Each event is data, handled by `ClusterCore.handle(event) -> ClusterOutput` (core/output.py).
 The live scheduler's shell makes them from RPCs and its timer (Admit, Report, Place, Status
 probes, the tick); the simulator from its event loop (arrivals, engine steps, finishes). The
-same event makes the same decisions in both.
+same event makes the same decisions in both. Every event carries the time it happened,
+`now_s`, as a keyword (`Arrival(request, now_s=t)`).
 """
 
 from __future__ import annotations
@@ -14,85 +15,81 @@ from shared.domain import Request
 from shared.domain.engine import SliceEntry
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    now_s: float
+    """When the event happened, on the core's clock (seconds)."""
+
+
 @dataclass(frozen=True, slots=True)
-class Arrival:
+class Arrival(_Event):
     """A new request: admit (place or queue) or reject it."""
 
     request: Request
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class LeasedPlacement:
+class LeasedPlacement(_Event):
     """An ingress placed `request` on `instance` with lease credits; book it (core/leases.py)."""
 
     request: Request
     instance: str
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class StepEnd:
+class StepEnd(_Event):
     """An engine step of `instance` ended (room may have freed: it may pull)."""
 
     instance: str
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(_Event):
     """`request` finished on `instance` after `output_tokens` tokens (or failed: 0)."""
 
     request_id: str
     instance: str
     output_tokens: int
-    now_s: float
     request: Request | None = None
     """The finished request when the caller has it (the simulator); else the core's books."""
 
 
 @dataclass(frozen=True, slots=True)
-class EngineReject:
+class EngineReject(_Event):
     """`instance`'s engine turned `request` away (an engine-side guard)."""
 
     request: Request
     instance: str
     reason: str
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class SliceEnd:
+class SliceEnd(_Event):
     """A batch member left `instance` unfinished at the end of its slice (pre-formed batches)."""
 
     entry: SliceEntry
     instance: str
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class Abort:
+class Abort(_Event):
     """The caller of `request_id` went away (or its admission failed): forget it."""
 
     request_id: str
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaState:
+class ReplicaState(_Event):
     """Whether `instance` answers (a Status probe's outcome, or a replica found gone)."""
 
     instance: str
     healthy: bool
-    now_s: float
 
 
 @dataclass(frozen=True, slots=True)
-class Tick:
+class Tick(_Event):
     """Periodic: queued requests that can no longer start in time are answered, every
     instance may pull, the policy re-checks its predictions."""
-
-    now_s: float
 
 
 ClusterEvent = (

@@ -82,5 +82,5 @@ class ReplicaHealth:
         if rep is None or rep.healthy == healthy:
             return False
         rep.healthy = healthy
-        self._book(self.core.handle(ReplicaState(application, healthy, now_s)))
+        self._book(self.core.handle(ReplicaState(application, healthy, now_s=now_s)))
         return True
