@@ -1,25 +1,22 @@
 """`slomesh bench-agree`: the same seeded open-loop workload on the live mesh (real vLLM CPU
-replicas) and on the simulator (the measured CPU profile), per policy; attainment per policy and
-class side by side, whether the policy ranking agrees, and the QLM waiting-time estimator's R²
-on both sides (slomesh/bench/agree/).
+replicas) and on the simulator (the measured CPU profile calibrated on the live mesh), per
+stack; attainment per stack and class side by side, whether the ranking agrees, and the QLM
+waiting-time estimator's R² on both sides (slomesh/bench/agree/).
 
-Live: for each policy the mesh of deploy/ray/local.yaml starts as `slomesh up --stack P` would
-(replica seats and the scheduler's view of them from --max-num-seqs, the measured profile
-published, the workload's SLO classes configured at the ingress; the mesh's overload limits --
-proxy queue, ingress concurrency and admission wait, the scheduler's in-flight cap and
-global-queue wait -- lifted above the trace, so only SLOs and the policy reject, as in the
-simulator), the client replays the trace, the mesh stops. Sim: the same requests, replica
-count, engine limits and stack on `ProfiledSimulator`. Reports and exits 0; it does not
-assert the targets.
+Live (slomesh/cli/bench_agree_live.py): each stack on a fresh mesh of deploy/ray/local.yaml
+started as `slomesh up --stack S` would (the mesh's own overload protections lifted above the
+trace, so only SLOs and the stack reject, as in the simulator), one at a time under the host's
+live lock; before the first stack's trace a low-rate calibration trace calibrates the profile.
+Sim, after the live runs: the same requests, replica count, engine limits and stack on
+`ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given). Reports and
+exits 0; it does not assert the targets.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,7 @@ from typing import Any
 from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
-from shared.profiles.io import load_profiles
+from shared.profiles.io import load_profiles, save_profiles
 from slomesh.bench.agree.compare import (
     ALL,
     max_spread,
@@ -45,10 +42,9 @@ from slomesh.bench.agree.workload import (
     parse_classes,
 )
 from slomesh.cli import mesh
-from slomesh.cli.bench_live import _served_model, _with_seats
+from slomesh.cli.bench_agree_live import qlm_options, replicas_of, run_live
 from slomesh.cli.errors import UsageError
-from slomesh.stacks import STACKS, load_stack
-from slomesh.stacks.live import apply_stack
+from slomesh.stacks import STACKS
 
 DEFAULT_CLASSES = "short:0.4:3:16:32-128,long:0.6:3600:256:64-256"
 
@@ -80,6 +76,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--min-groups", type=int, default=4, help="RWT R² over waits behind >= this")
     p.add_argument("--qlm-widen", action="store_true", help="qlm acts on the widened quantile")
     p.add_argument("--sim-only", action="store_true", help="skip the live mesh")
+    p.add_argument(
+        "--calibrate-requests",
+        type=int,
+        default=40,
+        help="live: requests of the calibration trace run before the first stack's trace, on "
+        "which the simulator's profile is calibrated (0: simulate with --profile as it is)",
+    )
+    p.add_argument(
+        "--calibrate-rate", type=float, default=1.0, help="calibration trace's arrivals per s"
+    )
+    p.add_argument(
+        "--live-lock",
+        type=Path,
+        help="flock file held around each stack's live run (shared hosts), e.g. "
+        "/tmp/slomesh-live.lock",
+    )
+    p.add_argument(
+        "--client-nice",
+        type=int,
+        default=-10,
+        help="niceness change of the live client while it replays (raised priority: a client "
+        "waiting for a core stamps its wait into every TTFT)",
+    )
+    p.add_argument(
+        "--sim-nice", type=int, default=0, help="niceness increment of the simulated side"
+    )
     p.add_argument("--out", type=Path, help="write DIR/agree.json")
     p.add_argument(
         "--page",
@@ -88,115 +110,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "docs/results/agreement.md; its data in the same path with .json) and render it",
     )
     p.set_defaults(func=run)
-
-
-def qlm_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
-    """A qlm stack's options as bench-agree runs it on both sides: QLM's average running batch
-    (its group split threshold is that times δ) is the replicas' seats, and --qlm-widen."""
-    grouping = {**options.get("grouping", {}), "avg_batch_size": args.max_num_seqs}
-    out = {**options, "grouping": grouping}
-    if args.qlm_widen:
-        out["rwt_error"] = {**options.get("rwt_error", {}), "widen": True}
-    return out
-
-
-def _classes_config(spec: AgreeWorkloadSpec) -> dict[str, Any]:
-    return {
-        "classes": {c.name: {"ttft_ms": c.ttft_s * 1e3} for c in spec.classes},
-        "default_class": spec.classes[0].name,
-    }
-
-
-def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) -> dict[str, Any]:
-    """deploy/ray/local.yaml as `bench-agree` runs it for `policy` (see the module docstring)."""
-    config = _with_seats(mesh.load_config(mesh.CONFIGS["vllm"]), args.max_num_seqs)
-    config = mesh.with_profiles(config, [args.profile])
-    config = apply_stack(config, load_stack(policy))
-    loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
-    for app in config["applications"]:
-        a = app.setdefault("args", {})
-        if app["name"].startswith("replica-"):
-            a["vllm"] = {**a["vllm"], "max_num_batched_tokens": args.max_num_batched_tokens}
-        elif app["name"] == "ingress":
-            a["slo"] = _classes_config(spec)
-            # the mesh's own overload limits (proxy queue, admission wait, in-flight caps) are
-            # lifted above the trace: only SLOs and the policy reject, as in the simulator
-            a["max_ongoing_requests"] = max(64, spec.requests)
-            a["max_queued_at_proxy"] = max(32, spec.requests)
-            a["admit_timeout_s"] = loosest_ms / 1e3
-            a["replica_accept_timeout_s"] = 30.0
-        elif app["name"] == "scheduler":
-            a["max_queue_wait_ms"] = loosest_ms
-            a["max_in_flight_per_replica"] = max(64, spec.requests)
-            if a.get("policy") == "qlm":
-                a["policy_options"] = qlm_options(args, a["policy_options"])
-    return config
-
-
-def _replicas(config: dict[str, Any]) -> int:
-    return sum(a["name"].startswith("replica-") for a in config["applications"])
-
-
-def _prompt_builder() -> Any:
-    from transformers import AutoTokenizer
-
-    from services.replica.vllm.tiny_model import (
-        _SYLLABLES_TEXT,
-        _WORDS_TEXT,
-        build_tiny_model,
-        default_tiny_model_dir,
-    )
-    from slomesh.bench.agree.prompts import PromptBuilder
-
-    path = default_tiny_model_dir()
-    build_tiny_model(path)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    return PromptBuilder(lambda s: tok(s)["input_ids"], f"{_WORDS_TEXT} {_SYLLABLES_TEXT}".split())
-
-
-def _run_live(
-    args: argparse.Namespace, spec: AgreeWorkloadSpec, trace: list[AgreeRequest], out: Path
-) -> tuple[dict[str, list[RequestRecord]], dict[str, list[ScoredWait]], dict[str, Any]]:
-    from slomesh.bench.agree.live import replay, warm_up
-
-    builder = _prompt_builder()
-    records, scored, env = {}, {}, {}
-    for policy in args.policies:
-        config = live_config(args, spec, policy)
-        log = out / f"rwt-{policy}.jsonl"
-        log.unlink(missing_ok=True)
-        for app in config["applications"]:
-            if app["name"] == "scheduler":
-                app["args"]["rwt_log_file"] = str(log.resolve())
-        load0 = os.getloadavg()
-        try:
-            started = mesh.start(config)
-            http, _ = mesh.endpoints(config)
-            base = http.removesuffix("/v1")
-            model = _served_model(config)
-            asyncio.run(warm_up(base, model, builder.build(32, 1)))
-            t = time.monotonic()
-            records[policy] = asyncio.run(
-                replay(base, model, trace, lambda r: builder.build(r.prompt_tokens, r.prompt_seed))
-            )
-            wall = time.monotonic() - t
-            time.sleep(1.0)  # the last Reports reach the scheduler's log
-        finally:
-            mesh.stop()
-        scored[policy] = _read_log(log)
-        # each policy's records as soon as they exist (a run cut short keeps what it measured)
-        raw = [asdict(r) for r in records[policy]]
-        (out / f"live-{policy}.json").write_text(json.dumps(raw))
-        env[policy] = {"start_s": started, "run_s": wall, "loadavg_before": load0}
-        env[policy]["loadavg_after"] = os.getloadavg()
-        print(f"# live {policy}: {wall:.0f} s, loadavg {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
-    return records, scored, env
-
-
-def _read_log(path: Path) -> list[ScoredWait]:
-    if not path.exists():
-        return []
-    return [ScoredWait(**json.loads(x)) for x in path.read_text().splitlines() if x.strip()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,8 +123,28 @@ def run(args: argparse.Namespace) -> int:
         classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
     )
     trace = generate_agree_workload(spec, args.seed)
+    calibration: list[AgreeRequest] = []
+    if args.calibrate_requests > 0:
+        cal_spec = spec.model_copy(
+            update={"requests": args.calibrate_requests, "rate_rps": args.calibrate_rate}
+        )
+        calibration = generate_agree_workload(cal_spec, args.seed + 1)
     profile = load_profiles(args.profile)[0]
-    replicas = _replicas(mesh.load_config(mesh.CONFIGS["vllm"]))
+    replicas = replicas_of(mesh.load_config(mesh.CONFIGS["vllm"]))
+    out = args.out or Path("runs/bench-agree")
+    out.mkdir(parents=True, exist_ok=True)
+    live: dict[str, list[RequestRecord]] = {}
+    live_scored: dict[str, list[ScoredWait]] = {}
+    env: dict[str, Any] = {}
+    if not args.sim_only:
+        res = run_live(args, spec, trace, calibration, profile, out)
+        live, live_scored, env = res.records, res.scored, res.env
+        if res.profile is not None:
+            profile = res.profile
+            save_profiles(out / "calibrated-profile.json", [profile])
+            print(f"wrote {out / 'calibrated-profile.json'} ({profile.source})")
+    if args.sim_nice:
+        os.nice(args.sim_nice)  # the simulator after the live runs: leave the host to others
     engine = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens
     )
@@ -223,14 +156,8 @@ def run(args: argparse.Namespace) -> int:
             profile, replicas, engine, stack, [r.to_request(profile.model) for r in trace]
         )
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
-    out = args.out or Path("runs/bench-agree")
-    out.mkdir(parents=True, exist_ok=True)
-    live: dict[str, list[RequestRecord]] = {}
-    live_scored: dict[str, list[ScoredWait]] = {}
-    env: dict[str, Any] = {}
-    if not args.sim_only:
-        live, live_scored, env = _run_live(args, spec, trace, out)
     report = _report(args, spec, sim, sim_scored, live, live_scored, env, replicas)
+    report["profile"] = profile.source
     if args.out is not None:
         (args.out / "agree.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {args.out / 'agree.json'}")
@@ -252,7 +179,14 @@ def _command(args: argparse.Namespace) -> str:
         f"--max-num-seqs {args.max_num_seqs}",
         f"--max-num-batched-tokens {args.max_num_batched_tokens}",
     ]
-    parts += ["--sim-only"] * args.sim_only + [f"--page {args.page}"]
+    if args.sim_only:
+        parts += ["--sim-only", f"--profile {args.profile}"]
+    else:
+        parts += [
+            f"--calibrate-requests {args.calibrate_requests}",
+            f"--calibrate-rate {args.calibrate_rate:g}",
+        ]
+    parts += [f"--page {args.page}"]
     return " ".join(parts)
 
 

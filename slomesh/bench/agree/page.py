@@ -45,11 +45,18 @@ def trace_key(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]]:
-    """stack -> its figures in a bench-agree report (the `all` rows; live ones when run)."""
+    """stack -> its figures in a bench-agree report (the `all` rows, and each class's under
+    `classes`; live ones when run)."""
     env = report.get("environment", {})
     out: dict[str, dict[str, Any]] = {}
+    classes: dict[str, dict[str, Any]] = {}
     for row in report["rows"]:
         if row["class_name"] != "all":
+            classes.setdefault(row["policy"], {})[row["class_name"]] = {
+                "sim_pct": row["sim_pct"],
+                "live_pct": row.get("live_pct"),
+                "requests": row["requests"],
+            }
             continue
         stack = row["policy"]
         live = row.get("live_pct")
@@ -58,6 +65,8 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
             "live_pct": live,
             "requests": row["requests"],
             "command": command,
+            "profile": report.get("profile", "-"),
+            "classes": classes.setdefault(stack, {}),
         }
         if stack in env:
             e = env[stack]
@@ -84,6 +93,10 @@ def _fmt(x: float | None, sign: bool = False) -> str:
     if x is None:
         return "-"
     return f"{x:+.1f}" if sign else f"{x:.1f}"
+
+
+def _diff(x: Mapping[str, Any]) -> float | None:
+    return None if x.get("live_pct") is None else x["live_pct"] - x["sim_pct"]
 
 
 def render(data: Mapping[str, Any]) -> str:
@@ -127,6 +140,16 @@ def render(data: Mapping[str, Any]) -> str:
         rows,
         left=(0, 4),
     )
+    class_rows = [
+        [s, c, _fmt(x["live_pct"]), _fmt(x["sim_pct"]), _fmt(_diff(x), sign=True)]
+        for s in ranking(sim)
+        for c, x in sorted(stacks[s].get("classes", {}).items())
+    ]
+    per_class = markdown_table(
+        ["stack", "class", "live att. %", "sim att. %", "live - sim (points)"],
+        class_rows,
+        left=(0, 1),
+    )
     both = {s: live[s] for s in live}
     agree = rankings_agree(both, {s: sim[s] for s in both}, tie) if len(both) > 1 else None
     missing = sorted(set(sim) - set(live))
@@ -154,9 +177,15 @@ def render(data: Mapping[str, Any]) -> str:
         "",
         f"Rankings agree (ties within {tie:g} points, stacks run live): "
         + ("-" if agree is None else ("yes" if agree else "no")),
+        "",
+        "Per SLO class:",
+        "",
+        per_class,
     ]
     if missing:
         lines += ["", f"Not run live yet: {', '.join(missing)}."]
+    profiles = sorted({str(e.get("profile", "-")) for e in stacks.values()})
+    lines += ["", "Simulator profile: " + "; ".join(f"`{p}`" for p in profiles) + "."]
     lines += ["", "Commands:", ""]
     for cmd in sorted({e["command"] for e in stacks.values()}):
         lines.append(f"    {cmd}")

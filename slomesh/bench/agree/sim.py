@@ -4,7 +4,9 @@ measured profile (the tiny CPU model's is not in the roofline catalogue).
 `Simulator` takes its instance profiles from the catalogue, so `ProfiledSimulator` builds it on a
 catalogued stand-in and then replaces every instance with one running `profile` (same engine
 config, same names); the global policy first looks at the instances at the first arrival, so it
-only ever sees the replaced ones.
+only ever sees the replaced ones. A profile's submit overhead (the live hops before an engine
+sees a request, calibrate.py) delays each request's arrival at the simulated scheduler; records
+are dated from when it was sent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
+from slomesh.bench.agree.calibrate import shift_in, shift_out
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.simulator import Simulator, engine_scorpio
@@ -77,8 +80,9 @@ def simulate(
     stack: StackConfig,
     requests: Sequence[Request],
 ) -> SimRun:
-    sim = ProfiledSimulator(profile, replicas, engine, stack, requests)
+    overhead = profile.submit_overhead_s
+    sim = ProfiledSimulator(profile, replicas, engine, stack, shift_in(requests, overhead))
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
     scored = list(tracker.scored()) if tracker is not None else []
-    return SimRun(list(result.records), scored, sim.global_policy)
+    return SimRun(shift_out(result.records, overhead), scored, sim.global_policy)

@@ -27,7 +27,7 @@ def report(live: dict[str, float] | None, sim: dict[str, float], **args: Any) ->
         if live is not None:
             row["live_pct"] = live[stack]
         rows.append(row)
-        rows.append(row | {"class_name": "short", "sim_pct": 0.0})  # only `all` rows count
+        rows.append(row | {"class_name": "short", "sim_pct": 0.0})  # per class, apart
     env = {s: {"loadavg_before": [2.5], "loadavg_after": [3.0], "run_s": 40.0} for s in live or {}}
     return {"args": ARGS | args, "rows": rows, "environment": env}
 
@@ -45,6 +45,8 @@ def test_stacks_of_one_trace_merge_and_another_trace_starts_afresh() -> None:
         "loadavg_before": 2.5,
         "loadavg_after": 3.0,
         "run_s": 40.0,
+        "profile": "-",
+        "classes": {"short": {"sim_pct": 0.0, "live_pct": 90.0, "requests": 300}},
     }
     fresh = update_data(data, report({"c": 1.0}, {"c": 2.0}, rate=30.0), "cmd-c")
     assert sorted(fresh["stacks"]) == ["c"]
@@ -62,8 +64,9 @@ def test_page_rows_ranks_agreement_and_missing_stacks() -> None:
     data = update_data(data, report(None, {"c": 70.0}), "cmd-sim")
     page = render(data)
     lines = page.splitlines()
+    cut = lines.index("Per SLO class:")
     cells = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines if ln.startswith("|")]
-    row = {c[0]: c[1:] for c in cells}
+    row = {c[0]: c[1:] for c in cells[: sum(ln.startswith("|") for ln in lines[:cut])]}
     assert row["a"][:6] == ["80.0", "88.0", "-8.0", "no", "1", "1"]
     assert row["b"][:6] == ["50.0", "49.0", "+1.0", "yes", "2", "3"]
     assert row["c"][:6] == ["-", "70.0", "-", "no", "-", "2"]
@@ -71,6 +74,9 @@ def test_page_rows_ranks_agreement_and_missing_stacks() -> None:
     assert "Rankings agree (ties within 1 points, stacks run live): yes" in page
     assert "Not run live yet: c." in page
     assert "    cmd" in lines and "    cmd-sim" in lines
+    per_class = {(c[0], c[1]): c[2:] for c in cells if c[1] == "short"}
+    assert per_class[("a", "short")] == ["80.0", "0.0", "+80.0"]
+    assert per_class[("c", "short")] == ["-", "0.0", "-"]
 
 
 def test_rankings_that_differ_are_reported(tmp_path: Path) -> None:

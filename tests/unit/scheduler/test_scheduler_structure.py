@@ -61,7 +61,8 @@ VIEW_READS = frozenset(
 )
 
 KNOWN_CLI_REWRITES: dict[str, int] = {
-    "slomesh/cli/bench_agree.py": 2,  # QLM options for the agreement runs, live and simulated
+    "slomesh/cli/bench_agree.py": 1,  # QLM options for the agreement runs, simulated
+    "slomesh/cli/bench_agree_live.py": 1,  # ... and live
 }
 STACK_KEYS = frozenset({"policy", "policy_options", "queue_policy", "scorpio", "ttft_guard"})
 

@@ -1,0 +1,242 @@
+"""The live side of `slomesh bench-agree`: each stack on its own freshly started mesh.
+
+For each stack, one at a time: take the host's live lock (`--live-lock`, an flock file other
+live users share; held only while this stack's mesh runs), stop any Ray left on the host, start
+the mesh of deploy/ray/local.yaml as `slomesh up --stack` would (`live_config`), warm it up,
+replay the trace with the open-loop client (slomesh/bench/agree/live.py), stop the mesh and Ray,
+release the lock. Every stack gets a fresh mesh, even where the engine arguments of two stacks
+are the same: the trace's prompts are the same for every stack, and a reused vLLM engine would
+serve the second stack's prefills from the first stack's prefix cache.
+
+Before the first stack's trace its mesh serves the calibration trace (a low rate, its own seed),
+on which the simulator's profile is calibrated (slomesh/bench/agree/calibrate.py).
+
+The client runs in this process at a raised CPU priority while it replays (`client_nice`, after
+the mesh's processes have started, so they keep the priority they were started with): on a
+small host a client waiting for a core stamps its wait into every TTFT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.scheduler.core.qlm.rwt_error import ScoredWait
+from shared.domain import HardwareProfile
+from shared.metrics.records import RequestRecord
+from slomesh.bench.agree.calibrate import calibrated
+from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
+from slomesh.cli import mesh
+from slomesh.cli.bench_live import _served_model, _with_seats
+from slomesh.stacks import load_stack
+from slomesh.stacks.live import apply_stack
+
+
+def qlm_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """A qlm stack's options as bench-agree runs it on both sides: QLM's average running batch
+    (its group split threshold is that times δ) is the replicas' seats, and --qlm-widen."""
+    grouping = {**options.get("grouping", {}), "avg_batch_size": args.max_num_seqs}
+    out = {**options, "grouping": grouping}
+    if args.qlm_widen:
+        out["rwt_error"] = {**options.get("rwt_error", {}), "widen": True}
+    return out
+
+
+def _classes_config(spec: AgreeWorkloadSpec) -> dict[str, Any]:
+    return {
+        "classes": {c.name: {"ttft_ms": c.ttft_s * 1e3} for c in spec.classes},
+        "default_class": spec.classes[0].name,
+    }
+
+
+def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) -> dict[str, Any]:
+    """deploy/ray/local.yaml as `bench-agree` runs `policy`: replica seats and the scheduler's
+    view of them from --max-num-seqs, the measured profile published, the stack applied, the
+    workload's SLO classes at the ingress. The mesh's own overload protections, which no stack
+    names and the simulator does not run, are lifted above the trace so only SLOs and the stack
+    reject, as in the simulator: the proxy queue, the ingress's concurrency, admission wait,
+    delivered-latency guard and rejection hold-off, the scheduler's in-flight cap and global-queue
+    wait."""
+    config = _with_seats(mesh.load_config(mesh.CONFIGS["vllm"]), args.max_num_seqs)
+    config = mesh.with_profiles(config, [args.profile])
+    config = apply_stack(config, load_stack(policy))
+    loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
+    for app in config["applications"]:
+        a = app.setdefault("args", {})
+        if app["name"].startswith("replica-"):
+            a["vllm"] = {**a["vllm"], "max_num_batched_tokens": args.max_num_batched_tokens}
+        elif app["name"] == "ingress":
+            a["slo"] = _classes_config(spec)
+            a["max_ongoing_requests"] = max(64, spec.requests)
+            a["max_queued_at_proxy"] = max(32, spec.requests)
+            a["admit_timeout_s"] = loosest_ms / 1e3
+            a["replica_accept_timeout_s"] = 30.0
+            a["delivered_guard"] = {**a.get("delivered_guard", {}), "enabled": False}
+            a["reject_hold_off_s"] = 0.0
+        elif app["name"] == "scheduler":
+            a["max_queue_wait_ms"] = loosest_ms
+            a["max_in_flight_per_replica"] = max(64, spec.requests)
+            if a.get("policy") == "qlm":
+                a["policy_options"] = qlm_options(args, a["policy_options"])
+    return config
+
+
+def replicas_of(config: dict[str, Any]) -> int:
+    return sum(a["name"].startswith("replica-") for a in config["applications"])
+
+
+def prompt_builder() -> Any:
+    from transformers import AutoTokenizer
+
+    from services.replica.vllm.tiny_model import (
+        _SYLLABLES_TEXT,
+        _WORDS_TEXT,
+        build_tiny_model,
+        default_tiny_model_dir,
+    )
+    from slomesh.bench.agree.prompts import PromptBuilder
+
+    path = default_tiny_model_dir()
+    build_tiny_model(path)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    return PromptBuilder(lambda s: tok(s)["input_ids"], f"{_WORDS_TEXT} {_SYLLABLES_TEXT}".split())
+
+
+@contextlib.contextmanager
+def live_lock(path: Path | None) -> Iterator[None]:
+    """Hold the host's live lock (flock on `path`, as flock(1) takes it); None: no lock."""
+    if path is None:
+        yield
+        return
+    with path.open("a") as f:
+        t = time.monotonic()
+        fcntl.flock(f, fcntl.LOCK_EX)
+        print(f"# live lock {path} taken after {time.monotonic() - t:.0f} s", flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def ray_stop() -> None:
+    """`ray stop --force`: no Ray process of an earlier or this run outlives a stack's run."""
+    ray = Path(sys.executable).with_name("ray")
+    subprocess.run([str(ray), "stop", "--force"], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def priority(increment: int) -> Iterator[None]:
+    """This thread's niceness changed by `increment` inside the block, restored after."""
+    changed = 0
+    if increment:
+        try:
+            os.nice(increment)
+            changed = increment
+        except OSError as err:
+            print(f"# client priority unchanged (nice {increment}: {err.strerror})", flush=True)
+    try:
+        yield
+    finally:
+        if changed:
+            os.nice(-changed)
+
+
+@dataclass
+class LiveResults:
+    records: dict[str, list[RequestRecord]] = field(default_factory=dict)
+    scored: dict[str, list[ScoredWait]] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    profile: HardwareProfile | None = None
+    """The profile calibrated on the live mesh (None when calibration is off)."""
+
+
+def run_live(
+    args: argparse.Namespace,
+    spec: AgreeWorkloadSpec,
+    trace: Sequence[AgreeRequest],
+    calibration: Sequence[AgreeRequest],
+    profile: HardwareProfile,
+    out: Path,
+) -> LiveResults:
+    """Every stack of `args.policies` live, one at a time (module docstring)."""
+    from slomesh.bench.agree.live import warm_up
+
+    builder = prompt_builder()
+    res = LiveResults()
+    for policy in args.policies:
+        config = live_config(args, spec, policy)
+        log = out / f"rwt-{policy}.jsonl"
+        log.unlink(missing_ok=True)
+        for app in config["applications"]:
+            if app["name"] == "scheduler":
+                app["args"]["rwt_log_file"] = str(log.resolve())
+        with live_lock(args.live_lock):
+            ray_stop()
+            load0 = os.getloadavg()
+            try:
+                started = mesh.start(config)
+                base = mesh.openai_url(config).removesuffix("/v1")
+                model = _served_model(config)
+
+                asyncio.run(warm_up(base, model, builder.build(32, 1)))
+                if res.profile is None and calibration:
+                    cal = _send(builder, base, model, calibration, args.client_nice)
+                    (out / "live-calibration.json").write_text(json.dumps([asdict(r) for r in cal]))
+                    res.profile = calibrated(profile, cal, replicas_of(config), args.max_num_seqs)
+                    print(f"# calibrated: {res.profile.source}", flush=True)
+                t = time.monotonic()
+                res.records[policy] = _send(builder, base, model, trace, args.client_nice)
+                wall = time.monotonic() - t
+                time.sleep(1.0)  # the last Reports reach the scheduler's log
+                load1 = os.getloadavg()
+            finally:
+                mesh.stop(config)
+                ray_stop()
+        res.scored[policy] = _read_log(log)
+        # each stack's records as soon as they exist (a run cut short keeps what it measured)
+        raw = [asdict(r) for r in res.records[policy]]
+        (out / f"live-{policy}.json").write_text(json.dumps(raw))
+        res.env[policy] = {
+            "start_s": started,
+            "run_s": wall,
+            "loadavg_before": load0,
+            "loadavg_after": load1,
+        }
+        print(
+            f"# live {policy}: {wall:.0f} s (start {started:.0f} s), loadavg "
+            f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} -> "
+            f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}",
+            flush=True,
+        )
+    return res
+
+
+def _send(
+    builder: Any, base: str, model: str, reqs: Sequence[AgreeRequest], nice: int
+) -> list[RequestRecord]:
+    """Replay `reqs` on the mesh at `base` with the client's priority changed by `nice`."""
+    from slomesh.bench.agree.live import replay
+
+    def prompt(r: AgreeRequest) -> str:
+        text: str = builder.build(r.prompt_tokens, r.prompt_seed)
+        return text
+
+    with priority(nice):
+        return asyncio.run(replay(base, model, reqs, prompt))
+
+
+def _read_log(path: Path) -> list[ScoredWait]:
+    if not path.exists():
+        return []
+    return [ScoredWait(**json.loads(x)) for x in path.read_text().splitlines() if x.strip()]
