@@ -187,7 +187,8 @@ async def vllm_serving(
 ) -> OpenAIServing:
     """vLLM's application over a started `VLLMEngine`'s AsyncLLM."""
     ordered = QUEUE_POLICIES.create(engine.config.queue_policy).deadline_ordered
-    client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats, ordered)
+    listed = engine.config.report_waiting_prefill
+    client = SLOEngineClient(engine.llm, engine.kv_total_blocks, engine.stats, ordered, listed)
     app = await build_openai_app(client, engine.config.model, served, options)
     slots = engine.config.max_loras if engine.config.enable_lora else 1
     return OpenAIServing(app, client, served, adapters=_slots(app, client, adapters, slots))

@@ -52,6 +52,11 @@ class EngineConfig(BaseModel):
     adapter_slots: int = Field(1, ge=1)
     """LoRA adapters the engine holds at once (vLLM's max_loras); loading one more unloads
     the least recently used."""
+    report_waiting_prefill: bool = False
+    """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
+    tokens in the engine's status (`EngineStatus.waiting_prefill`, read by the scheduler's
+    deadline-aware TTFT guard). Off: the status counts them only, so a status read stays
+    cheap with a long queue."""
     adapter_load_s: float = Field(0.0, ge=0)
     """Seconds the engine stalls to load a LoRA adapter it does not hold, before its next
     step (0: adapters cost nothing, the engine's default when no workload names one)."""

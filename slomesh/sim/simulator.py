@@ -52,6 +52,7 @@ class Simulator:
                 "mode": stack.engine_mode,
                 "preemption_mode": stack.preemption_mode,
                 "scorpio": engine_scorpio(stack.scorpio),
+                "report_waiting_prefill": admission_ttft_guard(stack.scorpio).deadline_aware,
             }
         )
         instances: list[SimInstance] = []

@@ -81,11 +81,19 @@ def _scheduler_args(stack: StackConfig, args: dict[str, Any]) -> None:
     args["ttft_guard"] = guard
 
 
+def _deadline_aware_guard(stack: StackConfig) -> bool:
+    """The admitter is the TTFT guard counting only the backlog due first (its replicas then
+    list their waiting requests in their state)."""
+    admitter = stack.stages["admitter"]
+    return admitter.plugin == "ttft-guard" and bool(admitter.params.get("deadline_aware"))
+
+
 def _engine_settings(stack: StackConfig, app: dict[str, Any], args: dict[str, Any]) -> None:
     vllm = args.get("engine") == "vllm"
     key = "vllm" if vllm else "engine_config"
     engine = dict(args.get(key) or {})  # YAML anchors share one dict between replicas
     engine["queue_policy"] = stack.queue_policy
+    engine["report_waiting_prefill"] = _deadline_aware_guard(stack)
     scorpio = stack.scorpio.model_copy(update={"ttft_guard": False}) if stack.scorpio else None
     if scorpio is not None and not (scorpio.credit_batching or scorpio.vbs_admission):
         scorpio = None  # only the TTFT guard: the scheduler's admission runs it

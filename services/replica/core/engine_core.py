@@ -193,6 +193,7 @@ class SimEngineCore:
     def status(self) -> EngineStatus:
         st = self._state
         ordered = st.policy.deadline_ordered
+        listed = ordered and self.config.report_waiting_prefill
         return EngineStatus(
             active_model=self.tiers.active,
             waiting=len(st.waiting) + sum(len(b) for b, _ in st.batches),
@@ -202,7 +203,7 @@ class SimEngineCore:
             kv_total_blocks=st.pool.num_blocks,
             outstanding_output_tokens=st.outstanding_out,
             pending_prefill_tokens=st.uncomputed,
-            waiting_prefill=waiting_prefill(st.waiting.sequences()) if ordered else (),
+            waiting_prefill=waiting_prefill(st.waiting.sequences()) if listed else (),
             deadline_ordered=ordered,
         )
 

@@ -76,6 +76,10 @@ class VLLMEngineConfig(BaseModel):
     max_cpu_loras: int | None = Field(None, ge=1)
     """Adapters vLLM caches in host memory (its `max_cpu_loras`, >= max_loras); None: vLLM's
     default (max_loras)."""
+    report_waiting_prefill: bool = False
+    """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
+    prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).
+    Off: the state counts them only."""
 
     @field_validator("queue_policy")
     @classmethod

@@ -62,11 +62,14 @@ class SLOEngineClient:
         kv_total_blocks: int = 0,
         stats: Any = None,
         deadline_ordered: bool = False,
+        list_waiting: bool = False,
     ) -> None:
         self.inner = inner
         self.deadline_ordered = deadline_ordered
-        """The engine's queue serves waiting requests earliest TTFT deadline first: the status
-        then reports each waiting request's deadline and prompt tokens."""
+        """The engine's queue serves waiting requests earliest TTFT deadline first."""
+        self.list_waiting = list_waiting and deadline_ordered
+        """The status reports each waiting request's deadline and prompt tokens (only on a
+        deadline-ordered queue, for the scheduler's deadline-aware TTFT guard)."""
         self.kv_total_blocks = kv_total_blocks
         self.stats = stats
         """vLLM's latest scheduler stats (vllm/stats.py), for KV use; None: not reported."""
@@ -135,7 +138,7 @@ class SLOEngineClient:
             pending_prefill_tokens=sum(f.prompt_tokens for f in queued),
             waiting_prefill=(
                 tuple((f.ttft_deadline_unix_s, f.prompt_tokens) for f in queued)
-                if self.deadline_ordered
+                if self.list_waiting
                 else ()
             ),
             deadline_ordered=self.deadline_ordered,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from pathlib import Path
 
 import pydantic
 import pytest
@@ -14,7 +15,7 @@ from shared.metrics.summary import summarize
 from slomesh.sim import simulator as simulator_module
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.simulator import Simulator
-from slomesh.stacks import STACKS
+from slomesh.stacks import STACKS, load_stack
 
 STACK_NAMES = ["vllm-fcfs", "edf", "sls", "oracle", "qlm", "qlm-heuristic", "prefix-only"]
 # `qlm` gives HiGHS a wall-clock time limit, so which incumbent it returns (and the run) can
@@ -233,3 +234,19 @@ def test_sim_request_admitted_by_capacity_check_is_served_or_rejected(monkeypatc
     req = Request("r", "m", 50, 50, 0.0, SLO(1.0), true_output_tokens=50)
     run = Simulator(cluster, STACKS.create("vllm-fcfs"), [req]).run()
     assert run.records[0].finished or run.records[0].rejected
+
+
+@pytest.mark.parametrize("deadline_aware", [True, False])
+def test_sim_engines_list_waiting_requests_only_for_a_deadline_aware_guard(
+    tmp_path: Path, deadline_aware: bool
+) -> None:
+    path = tmp_path / "aware.yaml"
+    path.write_text(
+        "extends: edf\nname: aware\nstages:\n  admitter:\n    plugin: ttft-guard\n"
+        f"    params: {{deadline_aware: {str(deadline_aware).lower()}}}\n"
+    )
+    cluster = ClusterSpec(
+        instances=[InstanceSpec(gpu="A100-80GB", models=["llama-3.1-8b"], count=2)]
+    )
+    sim = Simulator(cluster, load_stack(str(path)), [])
+    assert [i.core.config.report_waiting_prefill for i in sim.instances] == [deadline_aware] * 2

@@ -123,3 +123,22 @@ def test_vllm_runs_qlm_by_recompute() -> None:
         and apps["scheduler"]["policy_label"] == "qlm-recompute"
     )
     assert "scorpio" not in apps["replica-0"]["vllm"]
+
+
+@pytest.mark.parametrize(
+    ("deadline_aware", "engine"), [(True, "vllm"), (False, "vllm"), (True, "simulated")]
+)
+def test_replicas_list_waiting_requests_only_for_a_deadline_aware_guard(
+    tmp_path: Path, deadline_aware: bool, engine: str
+) -> None:
+    path = tmp_path / "aware.yaml"
+    path.write_text(
+        "extends: edf\nname: aware\nstages:\n  admitter:\n    plugin: ttft-guard\n"
+        f"    params: {{deadline_aware: {str(deadline_aware).lower()}}}\n"
+    )
+    config = apply_stack(_config(engine), load_stack(str(path)))
+    apps = {a["name"]: a["args"] for a in config["applications"]}
+    key = "vllm" if engine == "vllm" else "engine_config"
+    assert apps["scheduler"]["ttft_guard"]["deadline_aware"] is deadline_aware
+    assert apps["replica-0"][key]["report_waiting_prefill"] is deadline_aware
+    assert _apps("slomesh")["replica-0"]["vllm"]["report_waiting_prefill"] is False
