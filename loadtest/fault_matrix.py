@@ -138,7 +138,7 @@ def main() -> int:
         "node: 127.0.0.1); empty for Ray's own choice",
     )
     args = ap.parse_args()
-    if args.node_ip == "127.0.0.1":  # attach to a loopback node (slomesh/cli/mesh.py)
+    if args.node_ip == "127.0.0.1":  # attach to a loopback node (slomesh/launch/mesh.py)
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 

@@ -21,7 +21,7 @@ import yaml
 from services.deployer.core.gpu_cluster import GPUCluster, gpu_serve_config
 from services.deployer.core.serve_config import to_yaml
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV
-from slomesh.cli.mesh import MESH_PROCESS_ENV, SERVE_HOT_PATH_ENV
+from slomesh.launch.mesh import MESH_PROCESS_ENV, SERVE_HOT_PATH_ENV
 
 RAY_VERSION = "2.60.0"
 IMAGE = "ghcr.io/your-org/slomesh:0.1.0"

@@ -16,6 +16,11 @@ from typing import Any
 
 import numpy as np
 
+MESH_PROMPT = "measure the mesh"
+"""The prompt of every request `bench-mesh` (and the shard ladder) sends."""
+MESH_MODELS = {"simulated": "llama-3.1-8b", "vllm": "tiny-llama"}
+"""The model those requests name, per engine of the mesh."""
+
 
 def percentiles_ms(xs: list[float]) -> dict[str, float]:
     """p50/p99 in ms of durations in seconds (NaN when empty) and their count."""

@@ -20,9 +20,9 @@ import time
 from typing import Any
 
 from slomesh.bench.compare.cpu import tree_cpu
-from slomesh.bench.open_loop import ladder
-from slomesh.cli import mesh
-from slomesh.cli.shards import with_shards
+from slomesh.bench.open_loop import MESH_MODELS, MESH_PROMPT, ladder
+from slomesh.launch import mesh
+from slomesh.launch.shards import with_shards
 
 SCHEDULER_TITLE = "ServeReplica:scheduler"
 """What the scheduler shards' Ray process titles contain (`ray::ServeReplica:scheduler-1:...`)."""
@@ -39,7 +39,7 @@ def _staleness(shards: int) -> list[float]:
     from ray import serve
 
     from shared.rpc.slomesh.v1 import scheduler_pb2
-    from slomesh.cli.shards import shard_names
+    from slomesh.launch.shards import shard_names
 
     out = []
     for name in shard_names(shards):
@@ -54,20 +54,19 @@ def run_ladder(
     config: dict[str, Any], shards: int, url: str, rates: list[float], seconds: float, seed: int
 ) -> dict[str, Any]:
     """Start the mesh with `shards` shards, measure idle and per-rate CPU, stop it."""
-    from slomesh.cli.bench_mesh import _MODEL, _PROMPT
-
     split = with_shards(config, shards)
     mesh.start(split)
     me = os.getpid()
+    model = MESH_MODELS["simulated"]
     try:
-        asyncio.run(ladder(url, _MODEL["simulated"], _PROMPT, [min(rates)], 3.0, seed))  # warm
+        asyncio.run(ladder(url, model, MESH_PROMPT, [min(rates)], 3.0, seed))  # warm
         before = tree_cpu(me)
         time.sleep(IDLE_S)
         idle = tree_cpu(me).minus(before)
         steps = []
         for rate in rates:
             before = tree_cpu(me)
-            load = ladder(url, _MODEL["simulated"], _PROMPT, [rate], seconds, seed, 0)
+            load = ladder(url, model, MESH_PROMPT, [rate], seconds, seed, 0)
             step = asyncio.run(load)[0]
             used = tree_cpu(me).minus(before)
             sched = _scheduler_cpu(used.by_process)

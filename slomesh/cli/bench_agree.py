@@ -41,9 +41,9 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.cli import mesh
 from slomesh.cli.bench_agree_live import qlm_options, replicas_of, run_live
 from slomesh.cli.errors import UsageError
+from slomesh.launch import mesh
 from slomesh.stacks import STACKS
 
 DEFAULT_CLASSES = "short:0.4:3:16:32-128,long:0.6:3600:256:64-256"

@@ -37,8 +37,8 @@ from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import calibrated
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
-from slomesh.cli import mesh
 from slomesh.cli.bench_live import _served_model, _with_seats
+from slomesh.launch import mesh
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 

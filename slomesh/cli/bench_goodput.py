@@ -131,7 +131,7 @@ def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
     from services.ingress.args import IngressArgs
     from shared.profiles.io import load_profiles
     from slomesh.bench.goodput.analysis import analyse_system
-    from slomesh.cli import mesh
+    from slomesh.launch import mesh
 
     profile = load_profiles(mesh.DEFAULT_PROFILES["vllm"])[0]
     config = mesh.load_config(mesh.CONFIGS["vllm"])

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from slomesh.cli import mesh
 from slomesh.cli.errors import UsageError
+from slomesh.launch import mesh
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 

@@ -20,12 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slomesh.bench.open_loop import ladder, percentiles_ms
-from slomesh.cli import mesh
+from slomesh.bench.open_loop import MESH_MODELS, MESH_PROMPT, ladder, percentiles_ms
 from slomesh.cli.errors import UsageError
-from slomesh.cli.front_door import door_url
-
-_PROMPT = "measure the mesh"
+from slomesh.launch import mesh
+from slomesh.launch.front_door import door_url
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -143,9 +141,6 @@ async def _direct_engine_ttft(n: int) -> list[float]:
     return out
 
 
-_MODEL = {"simulated": "llama-3.1-8b", "vllm": "tiny-llama"}
-
-
 async def _direct_vllm_ttft(n: int, config: dict[str, Any]) -> list[float]:
     """TTFT of the replica's own vLLM engine (same settings) called in-process."""
     from pathlib import Path
@@ -164,7 +159,7 @@ async def _direct_vllm_ttft(n: int, config: dict[str, Any]) -> list[float]:
         for i in range(n + 5):
             req = Request(f"d{i}", "tiny-llama", 8, 8, time.time(), SLO(20.0))
             t = time.perf_counter()
-            async for _ in eng.generate(EngineRequest(req, prompt=_PROMPT)):
+            async for _ in eng.generate(EngineRequest(req, prompt=MESH_PROMPT)):
                 if i >= 5:  # the first few warm the engine up
                     out.append(time.perf_counter() - t)
                 break
@@ -174,7 +169,7 @@ async def _direct_vllm_ttft(n: int, config: dict[str, Any]) -> list[float]:
 
 
 async def _http_ttft(client: Any, url: str, model: str) -> float:
-    body = {"model": model, "prompt": _PROMPT, "max_tokens": 8, "stream": True}
+    body = {"model": model, "prompt": MESH_PROMPT, "max_tokens": 8, "stream": True}
     t = time.perf_counter()
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code != 200:
@@ -208,7 +203,7 @@ async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
             )
             t = time.perf_counter()
             call = stub.Generate(
-                replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=_PROMPT),
+                replica_pb2.ReplicaGenerateRequest(meta=meta, prompt=MESH_PROMPT),
                 metadata=[("application", "replica-0"), *credential_metadata()],
             )
             first = None
@@ -222,7 +217,7 @@ async def _grpc_hop_ttft(n: int, target: str, model: str) -> list[float]:
 async def _capacity(
     url: str, rates: list[float], seconds: float, seed: int, model: str
 ) -> list[dict[str, Any]]:
-    return await ladder(url, model, _PROMPT, rates, seconds, seed)
+    return await ladder(url, model, MESH_PROMPT, rates, seconds, seed)
 
 
 def _ray_rss_mb() -> float:
@@ -241,7 +236,7 @@ async def _probe(
 ) -> dict[str, Any]:
     import httpx
 
-    model = _MODEL[args.engine]
+    model = MESH_MODELS[args.engine]
     url = f"{http}/completions"
     async with httpx.AsyncClient(timeout=30.0) as client:
         for _ in range(10):  # warm-up: connections, lazily created stubs
@@ -282,7 +277,9 @@ def _admission_capacity(args: argparse.Namespace) -> float | None:
         http = _api_url(config, args.door)
         rates = [float(r) for r in args.rates.split(",") if r.strip()]
         steps = asyncio.run(
-            _capacity(f"{http}/completions", rates, args.seconds, args.seed, _MODEL["simulated"])
+            _capacity(
+                f"{http}/completions", rates, args.seconds, args.seed, MESH_MODELS["simulated"]
+            )
         )
     finally:
         mesh.stop()

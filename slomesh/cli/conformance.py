@@ -91,10 +91,10 @@ def page(text: str, against: str, config: Path | None, model: str) -> str:
 
 
 def run_conformance(args: argparse.Namespace) -> int:
-    from slomesh.cli import mesh
     from slomesh.conformance.adapters import adapter_cases, replica_adapters
     from slomesh.conformance.corpus import corpus
     from slomesh.conformance.run import run, table
+    from slomesh.launch import mesh
 
     config = mesh.load_config(args.config or mesh.CONFIGS["vllm"])
     replica = vllm_replica_args(config)

@@ -218,7 +218,7 @@ def _run_swaps(args: argparse.Namespace) -> int:
     from services.replica.vllm.engine import VLLMEngine
     from services.replica.vllm.tiny_models import build_named_tiny_model
     from shared.profiles.io import load_profiles, save_profiles
-    from slomesh.cli import mesh
+    from slomesh.launch import mesh
     from slomesh.profiling.swap import checkpoint_bytes, measure_swaps, swap_profiles
 
     if args.engine != "vllm":

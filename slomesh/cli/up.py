@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from slomesh.cli import artefacts, listeners, mesh, readiness
+from slomesh.cli import artefacts
 from slomesh.cli.errors import UsageError
-from slomesh.cli.shards import with_shards
+from slomesh.launch import listeners, mesh, readiness
+from slomesh.launch.shards import with_shards
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from slomesh.cli import mesh
 from slomesh.cli.up import DEFAULT_METRICS_PORT, metrics_url
+from slomesh.launch import mesh
 
 TINY = "tiny-llama"
 GOLD_KEY = "sk-test-gold"

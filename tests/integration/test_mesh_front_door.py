@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from slomesh.cli.front_door import door_url
+from slomesh.launch.front_door import door_url
 from tests.integration.conftest import GOLD_KEY
 from tests.integration.handles import engine_load
 

@@ -50,7 +50,7 @@ def test_mesh_burst_rejections_are_openai_shaped_with_retry_after(
 
 
 def test_mesh_processes_run_at_the_callers_niceness(live_mesh: dict[str, Any]) -> None:
-    """Ray starts workers 15 nice levels down unless told (slomesh.cli.mesh.MESH_PROCESS_ENV):
+    """Ray starts workers 15 nice levels down unless told (slomesh.launch.mesh.MESH_PROCESS_ENV):
     the proxy and the ingress replicas must not yield the CPU to every other process."""
     out = subprocess.run(["ps", "-eo", "ni=,args="], capture_output=True, text=True).stdout
     keys = ("ray::ProxyActor", "ray::ServeReplica:ingress", "ray::ServeReplica:scheduler")

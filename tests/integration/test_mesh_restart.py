@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from shared.rpc.slomesh.v1 import ingress_pb2, ingress_pb2_grpc
-from slomesh.cli import mesh
+from slomesh.launch import mesh
 
 STARTS = 3
 START_TIMEOUT_S = 240.0

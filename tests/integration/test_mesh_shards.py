@@ -15,8 +15,8 @@ import pytest
 import ray
 
 from shared.rpc.slomesh.v1 import scheduler_pb2
-from slomesh.cli.mesh import _builder
-from slomesh.cli.shards import shard_app
+from slomesh.launch.mesh import _builder
+from slomesh.launch.shards import shard_app
 from tests.integration.conftest import GOLD_KEY
 from tests.integration.handles import HandleStub
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from slomesh.cli import mesh
+from slomesh.launch import mesh
 
 MODEL = "llama-3.1-8b"
 DASHBOARD = mesh.DEPLOY_DIR.parent / "grafana" / "slomesh.json"

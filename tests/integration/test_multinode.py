@@ -40,7 +40,7 @@ import pytest
 import yaml
 from ray._private import ray_constants
 
-from slomesh.cli import mesh
+from slomesh.launch import mesh
 
 pytestmark = [pytest.mark.mesh, pytest.mark.slow]
 

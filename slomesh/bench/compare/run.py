@@ -147,7 +147,7 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     import yaml
 
     from services.replica.vllm.tiny_model import build_tiny_model, default_tiny_model_dir
-    from slomesh.cli import mesh
+    from slomesh.launch import mesh
 
     build_tiny_model(default_tiny_model_dir())
     config = mesh.load_config(mesh.CONFIGS["vllm"])

@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from services.ingress.args import IngressArgs
-from slomesh.cli import listeners, mesh
 from slomesh.cli.main import main
+from slomesh.launch import listeners, mesh
 
 SHIPPED = sorted(Path(mesh.DEPLOY_DIR).glob("*.yaml"))
 KEYS = {"sk-ops-1": {"tenant": "ops"}}

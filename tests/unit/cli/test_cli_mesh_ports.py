@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV
-from slomesh.cli import mesh
+from slomesh.launch import mesh
 
 
 def _free_port() -> int:

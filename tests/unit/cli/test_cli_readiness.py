@@ -1,4 +1,4 @@
-"""`slomesh up`'s readiness wait (slomesh/cli/readiness.py) against a scripted OpenAI endpoint:
+"""`slomesh up`'s readiness wait (slomesh/launch/readiness.py) against a scripted OpenAI endpoint:
 it sends one-token completions per model until each succeeds, waits as the mesh's Retry-After
 says, stops at once on an answer waiting cannot change, and names the model and the mesh's last
 answer when the deadline passes."""
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slomesh.cli.readiness import MeshNotReady, ingress_models, probe_key, wait_until_serving
+from slomesh.launch.readiness import MeshNotReady, ingress_models, probe_key, wait_until_serving
 
 BASE = "http://127.0.0.1:8100/v1"
 OK = {"choices": [{"text": "x", "finish_reason": "length"}]}
@@ -100,7 +100,7 @@ def test_the_deadline_names_the_model_and_the_last_answer() -> None:
     def sleep(s: float) -> None:
         clock["t"] += s
 
-    import slomesh.cli.readiness as readiness
+    import slomesh.launch.readiness as readiness
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(readiness.time, "monotonic", lambda: clock["t"])

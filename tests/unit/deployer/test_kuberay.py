@@ -21,8 +21,8 @@ from services.profiler.deployment import ProfilerArgs
 from services.replica.args import ReplicaArgs
 from services.scheduler.args import SchedulerArgs
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV
-from slomesh.cli.mesh import MESH_PROCESS_ENV, SERVE_HOT_PATH_ENV, load_config
 from slomesh.kuberay import render
+from slomesh.launch.mesh import MESH_PROCESS_ENV, SERVE_HOT_PATH_ENV, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
 CLUSTER = ROOT / "deploy" / "gpu" / "cluster.yaml"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from services.ingress.args import IngressArgs
 from services.ingress.core.front_door import FrontDoorConfig, base_url
 from services.ingress.front_door import DROP_REASON, DoorGate, FrontDoor, open_listener
-from slomesh.cli.front_door import door_port_taken, door_url
+from slomesh.launch.front_door import door_port_taken, door_url
 
 
 @pytest.mark.parametrize(

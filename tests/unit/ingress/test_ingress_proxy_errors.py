@@ -146,7 +146,7 @@ def test_slomesh_up_points_the_proxy_at_this_callback() -> None:
     from ray.serve._private.http_util import validate_http_proxy_callback_return
     from ray.serve._private.utils import call_function_from_import_path
 
-    from slomesh.cli.mesh import MESH_PROCESS_ENV
+    from slomesh.launch.mesh import MESH_PROCESS_ENV
 
     path = MESH_PROCESS_ENV["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"]
     (middleware,) = validate_http_proxy_callback_return(call_function_from_import_path(path))

@@ -14,8 +14,8 @@ from services.scheduler.core.qlm.rwt import InstanceRates
 from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
 from shared.profiles import default_profile
 from shared.profiles.io import load_profiles, save_profiles
-from slomesh.cli import mesh
 from slomesh.cli.main import build_parser
+from slomesh.launch import mesh
 
 CPU_TINY = HardwareProfile(
     gpu="cpu",

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from shared.policy.shards import divide_replicas, shard_order
-from slomesh.cli.shards import shard_names, with_shards
+from slomesh.launch.shards import shard_names, with_shards
 
 REPLICAS = [(f"r{i}", "llama" if i < 6 else "qwen") for i in range(9)]
 

@@ -9,7 +9,7 @@ import pytest
 
 from services.scheduler.args import SchedulerArgs
 from services.scheduler.core.batching.config import BatchingConfig
-from slomesh.cli import mesh
+from slomesh.launch import mesh
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import StackRefused, apply_stack
 

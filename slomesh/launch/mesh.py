@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, new_mesh_token
-from slomesh.cli import listeners, readiness
-from slomesh.cli.front_door import door_url, grpc_door_target, wait_for_door
+from slomesh.launch import listeners, readiness
+from slomesh.launch.front_door import door_url, grpc_door_target, wait_for_door
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}

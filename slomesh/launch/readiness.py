@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from slomesh.cli.front_door import INGRESS_IMPORT_PATH
+from slomesh.launch.front_door import INGRESS_IMPORT_PATH
 
 READY_TIMEOUT_S = 300.0
 """How long `slomesh up` waits for every model's first completion (a vLLM replica's first

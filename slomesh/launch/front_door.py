@@ -9,7 +9,7 @@ from typing import Any
 
 from services.ingress.core.front_door import FrontDoorConfig, base_url
 from services.ingress.core.grpc_door import GrpcDoorConfig, grpc_target
-from slomesh.cli.ports import port_taken
+from slomesh.launch.ports import port_taken
 
 INGRESS_IMPORT_PATH = "services.ingress.deployment:build_app"
 

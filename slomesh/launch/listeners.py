@@ -20,7 +20,7 @@ from typing import Any
 
 from services.ingress.args import IngressArgs
 from services.ingress.core.front_door import is_loopback
-from slomesh.cli.ports import port_taken
+from slomesh.launch.ports import port_taken
 
 INGRESS_IMPORT_PATH = "services.ingress.deployment:build_app"
 ALLOW_FIELD = "allow_unauthenticated_public_listeners"
