@@ -5,7 +5,11 @@ for KV room; (1) running sequences in key order get their next tokens (1 for dec
 prefill) within the token budget, preempting the highest-key running sequence when KV runs out;
 (2) if nothing was preempted, waiting sequences in key order are admitted while budget, seats and
 KV allow. A waiting head for another model blocks admission (head-of-line) and, once the instance
-drains, triggers a model load.
+drains, triggers a model load. LoRA adapters follow vLLM's max_loras rule: a batch runs at most
+`adapter_slots` distinct adapters, and a waiting request whose adapter would be one too many is
+skipped for this step (it keeps its place; those behind it may still be admitted). vLLM counts
+the adapters of the running requests scheduled in the step; here every running request counts,
+so a decode that sits a step out (credit batching) cannot come back to a batch over the limit.
 
 Three hooks let SLO-aware planners (services/replica/core/scorpio_planner.py) change a step
 without copying it: `guard` may reject waiting requests first, `decode_set` picks which decoding
@@ -79,15 +83,27 @@ class ContinuousPlanner(Planner):
 
     def _admit(self, plan: StepPlan, budget: int, now_s: float) -> None:
         st = self.state
+        adapters = {s.request.adapter for s in st.running if s.request.adapter is not None}
+        skipped: list[Sequence] = []
         while budget > 0 and len(st.running) < self.config.max_num_seqs:
             seq = st.waiting.peek(now_s)
             if seq is None or seq.model != st.model:
-                return
+                break
+            adapter = seq.request.adapter
+            if (
+                adapter is not None
+                and adapter not in adapters
+                and len(adapters) >= self.config.adapter_slots
+            ):
+                skipped.append(st.waiting.take(now_s))  # one adapter too many: skip it
+                continue
             k = min(seq.uncomputed_tokens, budget)
             if not st.pool.can_hold(seq, seq.num_computed_tokens + k):
-                return
+                break
             if not self.may_admit(seq, now_s):
-                return
+                break
+            if adapter is not None:
+                adapters.add(adapter)
             st.waiting.pop(now_s)
             st.swap_in(seq, plan)
             seq.status = SeqStatus.RUNNING
@@ -95,6 +111,8 @@ class ContinuousPlanner(Planner):
             st.pool.grow(seq, seq.num_computed_tokens + k)
             plan.chunks.append(ScheduledChunk(seq, k))
             budget -= k
+        for seq in skipped:
+            st.waiting.restore(seq)
 
     # ---- hooks (defaults: vLLM's behaviour) ----------------------------------------------------
     def guard(self, plan: StepPlan, now_s: float) -> None:

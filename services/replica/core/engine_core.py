@@ -74,13 +74,14 @@ class SimEngineCore:
         if request.model not in self.tiers.profiles:
             raise ValueError(f"instance {self.name} cannot serve model '{request.model}'")
         self.check_fits(request)
-        if request.adapter is not None:
-            self.load_adapter(request.adapter)
         return self._state.add(request, now_s)
 
     def load_adapter(self, adapter: str) -> None:
         """Hold `adapter` (most recently used): loading one not held stalls the next step by
-        config.adapter_load_s and unloads the least recently used beyond the slots."""
+        config.adapter_load_s and unloads the least recently used beyond the slots. Each step
+        holds the adapters of its running requests (at most the slots: the planner admits no
+        more, continuous.py), so an adapter loads when a request first runs with it; the
+        scheduler may load one ahead (an adapter-load decision)."""
         if adapter in self.adapters:
             self.adapters.move_to_end(adapter)
             return
@@ -161,6 +162,9 @@ class SimEngineCore:
             plan.duration_s = self.tiers.load_time_s(plan.load_model)
         elif plan.kind is StepKind.EXECUTE:
             assert plan.work is not None
+            running = (s.request.adapter for s in self._state.running)
+            for adapter in dict.fromkeys(a for a in running if a is not None):
+                self.load_adapter(adapter)
             plan.duration_s = step_time_s(self.profile, plan.work) + self._adapter_stall_s
             self._adapter_stall_s = 0.0
             swap_tokens = plan.swapped_in_tokens + plan.swapped_out_tokens

@@ -64,5 +64,17 @@ class WaitingQueue:
             self._live -= 1
         return seq
 
+    def take(self, now_s: float) -> Sequence:
+        """Take the head out for the rest of a step, still waiting (`restore` puts it back)."""
+        seq = self.pop(now_s)
+        assert seq is not None
+        return seq
+
+    def restore(self, seq: Sequence) -> None:
+        """Put back a sequence `take` took, with the key it had (vLLM's skipped waiting
+        requests go back to the front of its queue)."""
+        self._enter(seq, seq.key)
+        self._live += 1
+
     def sequences(self) -> list[Sequence]:
         return [s for _, token, s in self._heap if self._live_entry(token, s)]
