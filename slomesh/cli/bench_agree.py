@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from services.scheduler.core.qlm.rwt_error import ScoredWait
+from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from shared.profiles.io import load_profiles, save_profiles
@@ -41,7 +41,7 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.cli.bench_agree_live import qlm_options, replicas_of, run_live
+from slomesh.cli.bench_agree_live import LiveResults, qlm_options, replicas_of, run_live
 from slomesh.cli.errors import UsageError
 from slomesh.launch import mesh
 from slomesh.stacks import STACKS
@@ -99,10 +99,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="niceness change of the live client while it replays (raised priority: a client "
         "waiting for a core stamps its wait into every TTFT)",
     )
-    p.add_argument(
-        "--sim-nice", type=int, default=0, help="niceness increment of the simulated side"
-    )
-    p.add_argument("--out", type=Path, help="write DIR/agree.json")
+    p.add_argument("--out", type=Path, help="write DIR/agree.json (default runs/bench-agree)")
     p.add_argument(
         "--page",
         type=Path,
@@ -133,37 +130,55 @@ def run(args: argparse.Namespace) -> int:
     replicas = replicas_of(mesh.load_config(mesh.CONFIGS["vllm"]))
     out = args.out or Path("runs/bench-agree")
     out.mkdir(parents=True, exist_ok=True)
-    live: dict[str, list[RequestRecord]] = {}
-    live_scored: dict[str, list[ScoredWait]] = {}
-    env: dict[str, Any] = {}
-    if not args.sim_only:
-        res = run_live(args, spec, trace, calibration, profile, out)
-        live, live_scored, env = res.records, res.scored, res.env
-        if res.profile is not None:
-            profile = res.profile
-            save_profiles(out / "calibrated-profile.json", [profile])
-            print(f"wrote {out / 'calibrated-profile.json'} ({profile.source})")
-    if args.sim_nice:
-        os.nice(args.sim_nice)  # the simulator after the live runs: leave the host to others
     engine = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens
     )
-    sim, sim_scored = {}, {}
-    for p, stack in stacks.items():
+    sim: dict[str, list[RequestRecord]] = {}
+    sim_scored: dict[str, list[ScoredWait]] = {}
+
+    def simulated(p: str, prof: HardwareProfile) -> None:
+        stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
-        run_ = simulate(
-            profile, replicas, engine, stack, [r.to_request(profile.model) for r in trace]
-        )
+        run_ = simulate(prof, replicas, engine, stack, [r.to_request(prof.model) for r in trace])
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
-    report = _report(args, spec, sim, sim_scored, live, live_scored, env, replicas)
-    report["profile"] = profile.source
-    if args.out is not None:
-        (args.out / "agree.json").write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.out / 'agree.json'}")
-    if args.page is not None:
-        update_page(args.page, report, _command(args))
-        print(f"wrote {args.page}")
+
+    def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
+        live = res.records if res is not None else {}
+        report = _report(
+            args,
+            spec,
+            sim,
+            sim_scored,
+            live,
+            res.scored if res is not None else {},
+            res.env if res is not None else {},
+            replicas,
+        )
+        report["profile"] = prof.source
+        (out / "agree.json").write_text(json.dumps(report, indent=2))
+        print(f"wrote {out / 'agree.json'}")
+        if args.page is not None:
+            update_page(args.page, report, _command(args))
+            print(f"wrote {args.page}")
+
+    if args.sim_only:
+        for p in stacks:
+            simulated(p, profile)
+        publish(None, profile)
+        return 0
+
+    def stack_done(p: str, res: LiveResults) -> None:
+        # each stack's simulated run and the page as soon as its live run is in (a run cut
+        # short keeps what it measured); the simulator runs the profile calibrated live
+        prof = res.profile or profile
+        if res.profile is not None and p == next(iter(res.records)):
+            save_profiles(out / "calibrated-profile.json", [prof])
+            print(f"wrote {out / 'calibrated-profile.json'} ({prof.source})")
+        simulated(p, prof)
+        publish(res, prof)
+
+    run_live(args, spec, trace, calibration, profile, out, stack_done)
     return 0
 
 
@@ -186,6 +201,7 @@ def _command(args: argparse.Namespace) -> str:
             f"--calibrate-requests {args.calibrate_requests}",
             f"--calibrate-rate {args.calibrate_rate:g}",
         ]
+        parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
     parts += [f"--page {args.page}"]
     return " ".join(parts)
 

@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,8 +168,10 @@ def run_live(
     calibration: Sequence[AgreeRequest],
     profile: HardwareProfile,
     out: Path,
+    done: Callable[[str, LiveResults], None],
 ) -> LiveResults:
-    """Every stack of `args.policies` live, one at a time (module docstring)."""
+    """Every stack of `args.policies` live, one at a time (module docstring); `done(stack,
+    results so far)` after each, outside the lock."""
     from slomesh.bench.agree.live import warm_up
 
     builder = prompt_builder()
@@ -219,6 +221,7 @@ def run_live(
             f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}",
             flush=True,
         )
+        done(policy, res)
     return res
 
 
