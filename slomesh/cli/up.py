@@ -65,8 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=[],
         metavar="PATH",
         help="a `slomesh profile` file for the scheduler, profiler and matching vLLM replicas "
-        "(repeatable; default with --engine vllm and no --config: the shipped measured profile "
-        "of the tiny CPU model, deploy/ray/profiles/cpu-tiny-llama.json)",
+        "(repeatable; default: the shipped measured profile of the tiny CPU model, "
+        "deploy/ray/profiles/cpu-tiny-llama.json, when a vLLM replica of the config serves it)",
     )
     up.add_argument(
         "--metrics-port",
@@ -161,9 +161,7 @@ def run_build_adapter(args: argparse.Namespace) -> int:
 
 def run_up(args: argparse.Namespace) -> int:
     config = mesh.load_config(args.config or mesh.CONFIGS[args.engine])
-    profiles = list(args.profile)
-    if not profiles and args.config is None and args.engine in mesh.DEFAULT_PROFILES:
-        profiles = [mesh.DEFAULT_PROFILES[args.engine]]
+    profiles = list(args.profile) or mesh.shipped_profiles(config)
     if profiles:
         try:
             config = mesh.with_profiles(config, profiles)

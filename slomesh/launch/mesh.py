@@ -71,7 +71,8 @@ CONFIGS = {
 
 DEFAULT_PROFILES = {"vllm": DEPLOY_DIR / "profiles" / "cpu-tiny-llama.json"}
 """Measured profiles published with the default configs (`slomesh profile --engine vllm` of the
-tiny CPU model on a 2-core machine); `slomesh up --profile` replaces them."""
+tiny CPU model on a 2-core machine), and with any config of a vLLM replica they describe
+(`shipped_profiles`); `slomesh up --profile` replaces them."""
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -91,7 +92,6 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
     profiler applications load `paths` (made absolute: Serve actors may run elsewhere) ahead of
     the roofline defaults, and every vLLM replica whose (gpu, served model, tensor_parallel) has
     a profile gets its decode coefficients (turning on SCORPIO's VBS admission there)."""
-    from services.replica.args import ReplicaArgs
     from shared.profiles.io import load_profiles
 
     files = []
@@ -103,7 +103,6 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
         files.append(str(full))
         for p in load_profiles(full):
             profiles[(p.gpu, p.model, p.tensor_parallel)] = p
-    defaults = ReplicaArgs()
     out = copy.deepcopy(config)
     for app in out["applications"]:
         args = app.get("args") or {}
@@ -111,16 +110,43 @@ def with_profiles(config: dict[str, Any], paths: list[Path]) -> dict[str, Any]:
         module = str(app.get("import_path", "")).partition(":")[0]
         if module in _PROFILE_READERS:
             args["profile_files"] = list(dict.fromkeys([*args.get("profile_files", []), *files]))
-        elif module == "services.replica.deployment" and args.get("engine") == "vllm":
+        elif (key := _vllm_replica(app)) is not None:
             vllm = dict(args.get("vllm") or {})  # YAML anchors share one dict between replicas
-            model = vllm.get("served_model_name") or args.get("model", defaults.model)
-            tp = vllm.get("tensor_parallel_size") or args.get("tensor_parallel", 1)
-            prof = profiles.get((args.get("gpu", defaults.gpu), model, tp))
+            prof = profiles.get(key)
             if prof is not None:
                 d = prof.decode
                 vllm["decode_coeffs"] = [d.d1, d.d2, d.d3, d.d4]
             args["vllm"] = vllm
     return out
+
+
+def _vllm_replica(app: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(gpu, served model, tensor-parallel degree) of a vLLM replica application, what its
+    profile is looked up by; None for any other application."""
+    from services.replica.args import ReplicaArgs
+
+    args = app.get("args") or {}
+    module = str(app.get("import_path", "")).partition(":")[0]
+    if module != "services.replica.deployment" or args.get("engine") != "vllm":
+        return None
+    defaults = ReplicaArgs()
+    vllm = args.get("vllm") or {}
+    model = vllm.get("served_model_name") or args.get("model", defaults.model)
+    tp = vllm.get("tensor_parallel_size") or args.get("tensor_parallel", 1)
+    return (args.get("gpu", defaults.gpu), model, tp)
+
+
+def shipped_profiles(config: dict[str, Any]) -> list[Path]:
+    """The shipped profile files (DEFAULT_PROFILES) that describe one of `config`'s vLLM
+    replicas: what `slomesh up --config` publishes when no --profile is given."""
+    from shared.profiles.io import load_profiles
+
+    keys = {k for app in config["applications"] if (k := _vllm_replica(app)) is not None}
+    return [
+        path
+        for path in DEFAULT_PROFILES.values()
+        if any((p.gpu, p.model, p.tensor_parallel) in keys for p in load_profiles(path))
+    ]
 
 
 PortTaken = listeners.PortTaken

@@ -142,3 +142,15 @@ def test_replicas_list_waiting_requests_only_for_a_deadline_aware_guard(
     assert apps["scheduler"]["ttft_guard"]["deadline_aware"] is deadline_aware
     assert apps["replica-0"][key]["report_waiting_prefill"] is deadline_aware
     assert _apps("slomesh")["replica-0"]["vllm"]["report_waiting_prefill"] is False
+
+
+def test_slomesh_up_config_gets_the_shipped_profile_of_its_vllm_replicas() -> None:
+    adapters = mesh.load_config(mesh.DEPLOY_DIR / "local-many-adapters.yaml")
+    with pytest.raises(StackRefused, match="vbs_admission"):  # no decode profile: refused
+        apply_stack(adapters, load_stack("slomesh-adapters"))
+    shipped = mesh.shipped_profiles(adapters)
+    assert shipped == [mesh.DEFAULT_PROFILES["vllm"]]
+    config = apply_stack(mesh.with_profiles(adapters, shipped), load_stack("slomesh-adapters"))
+    replica = next(a for a in config["applications"] if a["name"] == "replica-0")
+    assert len(replica["args"]["vllm"]["decode_coeffs"]) == 4
+    assert mesh.shipped_profiles(mesh.load_config(mesh.CONFIGS["simulated"])) == []
