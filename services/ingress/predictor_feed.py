@@ -35,11 +35,13 @@ class PredictorFeedConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    max_items: int = Field(default=64, ge=1)
+    max_items: int = Field(default=256, ge=1)
     """Items one predictor.Batch call carries at most; a full batch is sent at once."""
-    interval_ms: float = Field(default=100.0, ge=0.0)
+    interval_ms: float = Field(default=500.0, ge=0.0)
     """How long the first waiting item waits for others before the batch is sent (0: at the
-    next turn of the event loop, so items queued together still share a call)."""
+    next turn of the event loop, so items queued together still share a call). Nobody waits
+    for these items, and each call costs both sides a Serve handle round trip, so the wait is
+    long: a few calls a second whatever the request rate."""
     max_queued_items: int = Field(default=4096, ge=1)
     """Items waiting at most (not counting the batch in flight); an item beyond it is dropped
     at once (best effort: a lost prediction or observation only slows learning)."""

@@ -1,11 +1,14 @@
 """The predictor deployment: Predict / Observe over a pure LengthPredictor (named in config).
 
 Both run the steps of services/predictor/online.py, the same ones `slomesh predictor replay` runs;
-Batch runs many of them in one call, in order (the ingress's background work).
+Batch runs many of them in one call, in order (the ingress's background work). The "learned"
+predictor's weights learn completions in batches of `live_batch_size`, or whatever is buffered
+every `learn_interval_s`: a pass costs about the same for a few completions as for hundreds.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -44,6 +47,15 @@ class PredictorArgs(BaseModel):
     """Persisted model file of the "learned" predictor (None: the shipped default model)."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
+    live_batch_size: int = Field(default=512, ge=1)
+    """Completions the service buffers for one `partial_fit` pass of the "learned" predictor
+    (its `online_batch_size`, unless `config` names one). A pass touches every threshold
+    classifier's whole weight vector, so it costs about as much for 32 completions as for 512:
+    larger batches cut the CPU per completion; `learn_interval_s` bounds the wait."""
+    learn_interval_s: float | None = Field(default=10.0, gt=0)
+    """Seconds between passes over whatever completions are buffered, however few, so a
+    completion reaches the weights within about this long (the tenant history and the online
+    layer learn each completion at once); None: passes only when a batch is full."""
 
     @model_validator(mode="after")
     def _model_path_needs_learned(self) -> PredictorArgs:
@@ -56,6 +68,8 @@ class PredictorArgs(BaseModel):
         config = dict(self.config)
         if self.model_path is not None:
             config["model_path"] = self.model_path
+        if self.predictor == "learned":
+            config.setdefault("online_batch_size", self.live_batch_size)
         return config or None
 
 
@@ -73,6 +87,26 @@ class PredictorDeployment:
         setup_tracing("predictor", self.args.tracing)
         self.core = create_predictor(self.args.predictor, self.args.core_config())
         self._tracer = tracer("predictor")
+        self._learner: asyncio.Task[None] | None = None
+
+    def learn_buffered(self) -> int:
+        """One pass of the core's online learning over its buffered completions (a core that
+        buffers none: no-op); the completions learned."""
+        learn = getattr(self.core, "learn_pending", None)
+        return int(learn()) if learn is not None else 0
+
+    def _start_learner(self) -> None:
+        """The timer of `learn_interval_s`, from the first completion on (on the replica's
+        event loop: a pass runs between calls, never during one)."""
+        if self.args.learn_interval_s is None or self._learner is not None:
+            return
+        self._learner = asyncio.get_running_loop().create_task(self._learn_loop())
+
+    async def _learn_loop(self) -> None:
+        assert self.args.learn_interval_s is not None
+        while True:
+            await asyncio.sleep(self.args.learn_interval_s)
+            self.learn_buffered()
 
     async def __call__(self, request: Any) -> Any:
         """HTTP on this internal application's route prefix: 404 (shared/rpc/internal_http.py)."""
@@ -97,6 +131,7 @@ class PredictorDeployment:
         require_mesh_credential(grpc_context, "predictor.Observe")
         req = request_or_refuse(request.meta, grpc_context, "predictor.Observe")
         n = online.observe(self.core, req, request.output_tokens)
+        self._start_learner()
         return predictor_pb2.ObserveReply(observations=n)
 
     async def Batch(
@@ -129,6 +164,7 @@ class PredictorDeployment:
             self._predict_many(run)
             run = []
             online.observe(self.core, req, item.observe.output_tokens)
+            self._start_learner()
         self._predict_many(run)
         return predictor_pb2.PredictorBatchReply(observations=self.core.observations, done=done)
 

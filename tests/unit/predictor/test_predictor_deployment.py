@@ -146,3 +146,39 @@ def test_predict_many_is_predicting_each_in_turn(prompts):
     for a, b in zip(singles, batched, strict=True):
         assert a.bucket_probs == pytest.approx(b.bucket_probs, rel=1e-12, abs=1e-15)
         assert (a.mean_tokens, a.version) == pytest.approx((b.mean_tokens, b.version))
+
+
+def test_the_service_learns_in_large_batches_unless_its_config_names_one():
+    assert PredictorDeployment.func_or_class({}).core.config.online_batch_size == 512
+    args = {"live_batch_size": 64}
+    assert PredictorDeployment.func_or_class(args).core.config.online_batch_size == 64
+    named = {"live_batch_size": 64, "config": {"online_batch_size": 8}}
+    assert PredictorDeployment.func_or_class(named).core.config.online_batch_size == 8
+    assert PredictorArgs(predictor="online-histogram").core_config() is None
+
+
+def test_a_timed_pass_learns_what_is_buffered_however_few():
+    """The buffered completions reach the weights at the timer's pass, not at the batch's end;
+    a pass with nothing buffered changes nothing."""
+    shell = PredictorDeployment.func_or_class({})
+    w_before = shell.core.ordinal.weights()[0].copy()
+    asyncio.run(shell.Batch(predictor_pb2.PredictorBatch(items=_items(SCRIPTS["interleaved"]))))
+    assert shell.core.pending == 2 and shell.core.online_batches == 0
+    assert shell.learn_buffered() == 2
+    assert shell.core.pending == 0 and shell.core.online_batches == 1
+    assert not (shell.core.ordinal.weights()[0] == w_before).all()
+    assert shell.learn_buffered() == 0 and shell.core.online_batches == 1
+
+
+def test_the_timer_starts_with_the_first_completion_and_only_when_set():
+    async def run(args):
+        shell = PredictorDeployment.func_or_class(args)
+        assert shell._learner is None  # nothing runs before a completion
+        await shell.Observe(_items([("o", 1, 12)])[0].observe)
+        started = shell._learner is not None
+        if started:
+            shell._learner.cancel()
+        return started
+
+    assert asyncio.run(run({}))
+    assert not asyncio.run(run({"learn_interval_s": None}))

@@ -10,9 +10,10 @@ Online learning (drift), in two speeds:
 
 - every completion updates the tenant history at once (decayed means, history.py), so a tenant's
   or model's shift shows in the next prediction;
-- completions are buffered into mini-batches of `online_batch_size`; each full batch is one
-  `partial_fit` pass of every threshold classifier with a constant step `online_learning_rate`
-  (constant steps forget old data geometrically, which is what follows drift);
+- completions are buffered into mini-batches of `online_batch_size`; each full batch (or what
+  is buffered when `learn_pending` is called) is one `partial_fit` pass of every threshold
+  classifier with a constant step `online_learning_rate` (constant steps forget old data
+  geometrically, which is what follows drift);
 - every completion also updates the online layer (online_layer.py, `online_layer.enabled`): a
   residual shift of the prior's distribution in log length, fitted by recursive least squares on
   compact features plus a memory of similar prompts already answered; it moves within a few
@@ -255,9 +256,20 @@ class LearnedPredictor:
         self.history.observe(request.tenant, request.model, int(output_tokens))
         self._observations += 1
         if len(self._pending_rows) >= self.config.online_batch_size:
-            self._learn_pending()
+            self.learn_pending()
 
-    def _learn_pending(self) -> None:
+    @property
+    def pending(self) -> int:
+        """Completions buffered for the next partial_fit pass."""
+        return len(self._pending_rows)
+
+    def learn_pending(self) -> int:
+        """One partial_fit pass over the completions buffered so far, however few (the live
+        service runs it on a timer: services/predictor/deployment.py); the completions learned
+        (0: none were buffered)."""
+        n = len(self._pending_rows)
+        if n == 0:
+            return 0
         x = sp.vstack(self._pending_rows, format="csr")
         y = np.asarray(self._pending_buckets, dtype=np.int64)
         self.ordinal.partial_fit(
@@ -265,6 +277,7 @@ class LearnedPredictor:
         )
         self._pending_rows, self._pending_buckets = [], []
         self.online_batches += 1
+        return n
 
     # --- persistence ------------------------------------------------------------------------
 
