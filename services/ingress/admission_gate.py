@@ -117,9 +117,17 @@ class DeliveredGate:
                 verdict.reason, verdict.retry_after_s, drop_reason="deadline-infeasible"
             )
 
-    def start(self, req: Request) -> None:
-        """`req` was let in: its stream's times become samples."""
-        self.guard.start(req.request_id, req.model, req.slo.ttft_deadline_s, time.monotonic())
+    def start(self, req: Request, streamed: bool) -> None:
+        """`req` was let in: its stream's times become samples (`streamed`: its tokens go out
+        as they come; an answer sent whole leaves none)."""
+        self.guard.start(
+            req.request_id,
+            req.model,
+            req.slo.ttft_deadline_s,
+            time.monotonic(),
+            streamed,
+            req.max_tokens,
+        )
 
     def first_token(self, request_id: str) -> None:
         self.guard.first_token(request_id, time.monotonic())

@@ -215,7 +215,7 @@ class Pipeline(ShardedAdmission, StreamRelay):
             span.set_attribute("slomesh.request_id", req.request_id)
             span.set_attribute("slomesh.slo_class", slo.class_name)
             span.set_attribute("slomesh.ttft_slo_ms", slo.ttft_deadline_s * 1e3)
-            self.delivered.start(req)
+            self.delivered.start(req, view.stream)
             try:
                 reply, admit_msg = await self._place(req, meta, prompt, span)
             except BaseException as err:

@@ -3,7 +3,7 @@ matrix per rate (confusion.py) and the same ladder in the simulator with the liv
 calibrated profile (sim.py), side by side with the live goodput.
 
 Both read vLLM's detailed result files of the run (`<out>/vllm-results/<system>/rate-R.json`);
-the profile is calibrated on the system's lowest rate.
+the profile is calibrated on the system's ladder (sim.py's `calibrate`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from services.ingress.core.delivered import DeliveredGuardConfig
 from shared.domain import HardwareProfile
 from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.goodput.confusion import confusion, offered_requests
+from slomesh.bench.goodput.delivered_fit import fit_decode_line
 from slomesh.bench.goodput.harness import result_name
 from slomesh.bench.goodput.sim import calibrate, simulate_rate
 
@@ -43,7 +44,8 @@ def analyse_system(
         )
         for r in rates
     }
-    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs)
+    line = fit_decode_line(offered.values(), engines)
+    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs, line)
     rows = []
     for rate in rates:
         reqs = offered[rate]

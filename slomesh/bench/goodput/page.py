@@ -85,7 +85,9 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
         "## Simulator vs live",
         "",
         "The same requests (arrival times, lengths) through the simulator: simulated engines with "
-        "the profile calibrated on the live run's lowest rate, the ingress's admission "
+        "the profile calibrated on the live run (its decode step fitted on every rate's served "
+        "requests against the batch they streamed in, its submit overhead on the lowest rate; "
+        "`slomesh/bench/goodput/delivered_fit.py`), the ingress's admission "
         "(`services/ingress/core/delivered.py`) in the loop (`slomesh/bench/goodput/sim.py`). "
         "Target: within 10% of the live goodput at every rate.",
         "",

@@ -2,10 +2,13 @@
 
 Calibration (`calibrate`). The published profile was measured with the engine alone; on the
 live mesh each token also pays the control plane's CPU (the replica's vLLM front end, the
-relay, the ingress) on the same cores. The live run's lowest rate is replayed on simulated
-engines with the profile; its decode coefficients are then scaled by the live median TPOT over
-the simulated one, and the live median TTFT left over (admission, hops) becomes the profile's
-submit overhead. Prefill is scaled alike.
+relay, the ingress) on the same cores, and that cost grows with the streams in flight. The
+decode step becomes the line the whole ladder's served requests delivered (TPOT against the
+batch they streamed in, `delivered_fit.py`), prefill is scaled by the line's lone step over the
+profile's, and the live median TTFT of the lowest rate left over after replaying it on
+simulated engines (admission, hops) becomes the profile's submit overhead. Without such a line
+(too few batches) the decode coefficients are scaled by the lowest rate's live median TPOT over
+the simulated one.
 
 The ladder (`simulate_rate`). The same offered requests as the live run (arrival times, prompt
 and output lengths from vLLM's result) arrive on `engines` simulated engines
@@ -28,6 +31,7 @@ from services.ingress.core.delivered import DeliveredGuard, DeliveredGuardConfig
 from shared.domain import SLO, HardwareProfile, Request
 from shared.domain.profile import DecodeCoeffs, PrefillCoeffs
 from slomesh.bench.goodput.confusion import Offered
+from slomesh.bench.goodput.delivered_fit import DecodeLine
 from slomesh.sim.lone_engine import EngineStalled, LoneEngine
 from slomesh.sim.replay import replay_sim, sim_engine_config
 from slomesh.sim.trace import TraceRequest
@@ -43,24 +47,32 @@ class SimStep:
     goodput_rps: float
 
 
-def _scaled(profile: HardwareProfile, k: float, submit_s: float) -> HardwareProfile:
+def _scaled(
+    profile: HardwareProfile, k: float, submit_s: float, line: DecodeLine | None = None
+) -> HardwareProfile:
     d, p = profile.decode, profile.prefill
+    decode = DecodeCoeffs(d.d1 * k, d.d2 * k, d.d3 * k, d.d4 * k)
+    how = f"x{k:.2f}, +{submit_s:.3f} s"
+    if line is not None:
+        decode = DecodeCoeffs(0.0, line.per_request_s, 0.0, line.intercept_s)
+        how = (
+            f"decode step {line.intercept_s * 1e3:.2f} ms + {line.per_request_s * 1e3:.3f} ms "
+            f"per request in the batch, fitted on {line.points} served requests; prefill "
+            f"x{k:.2f}; +{submit_s:.3f} s"
+        )
     return replace(
         profile,
-        decode=DecodeCoeffs(d.d1 * k, d.d2 * k, d.d3 * k, d.d4 * k),
+        decode=decode,
         prefill=PrefillCoeffs(p.p1 * k, p.p2 * k, p.p3 * k, p.p4 * k, p.p5 * k),
         submit_overhead_s=submit_s,
-        source=f"{profile.source}; calibrated on the live mesh (x{k:.2f}, +{submit_s:.3f} s)",
+        source=f"{profile.source}; calibrated on the live mesh ({how})",
     )
 
 
-def calibrate(
-    profile: HardwareProfile, offered: Sequence[Offered], engines: int, max_num_seqs: int
-) -> HardwareProfile:
-    """The profile scaled to what the live mesh delivered at a rate it served (module doc)."""
-    served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1]
-    if not served:
-        return profile
+def _sim_times(
+    profile: HardwareProfile, served: Sequence[Offered], engines: int, max_num_seqs: int
+) -> tuple[list[float], list[float]]:
+    """Simulated (TTFTs, TPOTs) of `served`, dealt to the engines in turn."""
     config = sim_engine_config(max_num_seqs, 8192, 16)
     sim_tpot, sim_ttft = [], []
     for e in range(max(1, engines)):
@@ -73,6 +85,29 @@ def calibrate(
             timings = replay_sim(trace, profile, config)
             sim_tpot += [t.tpot_s for t in timings]
             sim_ttft += [t.ttft_s for t in timings]
+    return sim_ttft, sim_tpot
+
+
+def calibrate(
+    profile: HardwareProfile,
+    offered: Sequence[Offered],
+    engines: int,
+    max_num_seqs: int,
+    line: DecodeLine | None = None,
+) -> HardwareProfile:
+    """The profile scaled to what the live mesh delivered (module doc); with `line`, its decode
+    step is the line fitted on the whole ladder (`delivered_fit.py`) and prefill is scaled by
+    the line's lone step over the profile's."""
+    served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1]
+    if not served:
+        return profile
+    if line is not None:
+        ctx = statistics.median(r.input_tokens + r.output_tokens / 2 for r in served)
+        k = line.step_s(1) / profile.decode_time_s(ctx, 1)
+        sim_ttft, _ = _sim_times(_scaled(profile, k, 0.0, line), served, engines, max_num_seqs)
+        submit = max(0.0, statistics.median(r.ttft_s for r in served) - statistics.median(sim_ttft))
+        return _scaled(profile, k, submit, line)
+    sim_ttft, sim_tpot = _sim_times(profile, served, engines, max_num_seqs)
     k = max(1.0, statistics.median(r.tpot_s for r in served) / statistics.median(sim_tpot))
     scaled_ttft = statistics.median(sim_ttft) * k
     submit = max(0.0, statistics.median(r.ttft_s for r in served) - scaled_ttft)
@@ -136,7 +171,7 @@ def simulate_rate(
             if not g.check(profile.model, slo_ttft_s, slo_tpot_s, 0.0, r.arrival_s).admit:
                 rejected += 1
                 continue
-            g.start(rid, profile.model, slo_ttft_s, r.arrival_s)
+            g.start(rid, profile.model, slo_ttft_s, r.arrival_s, True, r.output_tokens)
             owner[rid] = g
         engine = min(pool, key=lambda e: len(e.core.sequences()))
         request = Request(

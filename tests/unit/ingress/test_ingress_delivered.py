@@ -151,3 +151,19 @@ def test_a_request_that_would_run_alone_is_let_in_whatever_the_prediction() -> N
     fill(lenient, 1, ttft=3.0, tpot=0.08, at=0.0)
     busy(lenient, 4.0)
     assert lenient.check(M, 1.0, 0.05, 0.0, 4.0).admit
+
+
+def test_an_answer_sent_whole_counts_in_flight_but_is_neither_late_nor_a_sample() -> None:
+    guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
+    busy(guard, 0.0)
+    guard.start("whole", M, 1.0, 0.0, streamed=False)
+    assert guard.in_flight(M) == 2
+    v = guard.check(M, 1.0, 0.05, 0.0, 2.0)  # 2 s without its "first token": it is not late
+    assert v.admit and v.ttft_s == 0.0 and v.load == 3  # the busy one's sample only
+    guard.first_token("whole", 2.5)  # its first token comes with its last
+    guard.end("whole", 200, 2.5)
+    assert guard.in_flight(M) == 1
+    v = guard.check(M, 1.0, 0.05, 0.0, 3.0)
+    assert v.admit and v.ttft_s == 0.0 and v.tpot_s is None
+    guard.start("streamed", M, 1.0, 3.0)
+    assert not guard.check(M, 1.0, 0.05, 0.0, 4.5).admit  # a streamed one 1.5 s late is late

@@ -35,14 +35,18 @@ def test_a_request_predicted_late_is_429_before_any_call(monkeypatch: pytest.Mon
     assert guard.rejected == 1
 
 
-def test_a_served_request_leaves_its_samples_and_its_place(
+def test_a_streamed_request_leaves_its_samples_and_a_whole_answer_only_its_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     app, instance = build_ingress(monkeypatch, FakeMesh())
     guard = instance.pipeline.delivered.guard
     with TestClient(app, raise_server_exceptions=False) as client:
-        ok = client.post("/v1/chat/completions", json=_chat("chat"))
-    assert ok.status_code == 200
+        whole = client.post("/v1/chat/completions", json=_chat("chat"))
+        assert whole.status_code == 200 and guard.in_flight("llama") == 0
+        ttft, _, _ = guard.predict("llama", 1.0, time.monotonic())
+        assert ttft is None  # its first token came with its last: no TTFT sample
+        streamed = client.post("/v1/chat/completions", json={**_chat("chat"), "stream": True})
+        assert streamed.status_code == 200 and "data:" in streamed.text
     assert guard.in_flight("llama") == 0
     ttft, _, load = guard.predict("llama", 1.0, time.monotonic())
     assert ttft is not None and load == 1
