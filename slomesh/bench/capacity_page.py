@@ -1,14 +1,18 @@
 """The generated capacity page (docs/results/capacity.md): every scenario's capacity table.
 
 `slomesh bench --scenario S --capacity --page docs/results/capacity.md` stores S's result in the
-page's data file (the same path with .json: one entry per scenario, the exact command that made
-it) and renders the whole page from that file again: an overview (stacks as rows, scenarios as
-columns, the every-class and overall capacities), the flagship against the best peer stack per
-scenario, then each scenario's table with ratios. Nothing in the page is typed by hand.
+page's data file (the same path with .json: one entry per scenario, one row per stack with the
+exact command that made it) and renders the whole page from that file again: an overview (stacks
+as rows, scenarios as columns, the every-class and overall capacities), the flagship against the
+best peer stack per scenario, then each scenario's table with ratios and the commands that made
+its rows. A run replaces the rows of the stacks it searched and keeps the scenario's other rows,
+so stacks may be searched in separate runs (same seeds, requests per probe and target: a run
+with other settings replaces the whole scenario). Nothing in the page is typed by hand.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,8 +25,9 @@ FLAGSHIP = "slomesh"
 PEERS: tuple[str, ...] = ("llm-d", "ray-serve-llm", "ray-serve-llm-prefix")
 
 
-def row_json(row: CapacityRow) -> dict[str, Any]:
+def row_json(row: CapacityRow, command: str = "") -> dict[str, Any]:
     return {
+        "command": command,
         "stack": row.policy,
         "capacity_rps": row.capacity_rps,
         "by_seed": {str(k): v for k, v in row.by_seed.items()},
@@ -104,6 +109,7 @@ def render(scenarios: Mapping[str, Any]) -> str:
     for n in names:
         entry = scenarios[n]
         rows = [_row(r) for r in entry["rows"]]
+        commands = dict.fromkeys(r.get("command") or entry["command"] for r in entry["rows"])
         parts += [
             "",
             f"## {n}",
@@ -111,13 +117,20 @@ def render(scenarios: Mapping[str, Any]) -> str:
             entry["description"],
             "",
             f"Seeds {', '.join(map(str, entry['seeds']))}, {entry['requests']} requests per "
-            f"probe, target {100 * entry['target']:g}%. Command:",
+            f"probe, target {100 * entry['target']:g}%. "
+            + ("Command:" if len(commands) == 1 else "Commands (each made its stacks' rows):"),
             "",
-            f"    {entry['command']}",
+            *(f"    {c}" for c in commands),
             "",
             format_capacity_table(rows, entry["target"]),
         ]
     return "\n".join(parts) + "\n"
+
+
+def _ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The flagship first, then the peer stacks, then the others in the order given."""
+    rank = {name: i for i, name in enumerate((FLAGSHIP, *PEERS))}
+    return sorted(rows, key=lambda r: rank.get(r["stack"], len(rank)))
 
 
 def render_page(page: Path) -> None:
@@ -136,17 +149,50 @@ def update_page(
     target: float,
     rows: Sequence[CapacityRow],
 ) -> None:
-    """Store `scenario`'s result in the page's data file and render the page again."""
+    """Store `scenario`'s rows in the page's data file (module docstring: the scenario's rows
+    of other stacks stay when the settings match) and render the page again."""
+    page.parent.mkdir(parents=True, exist_ok=True)
+    # the data file is locked while it is read and written: another scenario's run may end now
+    with open(page.with_suffix(".json"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _store(page, scenario, description, command, seeds, requests, target, rows)
+
+
+def _store(
+    page: Path,
+    scenario: str,
+    description: str,
+    command: str,
+    seeds: Sequence[int],
+    requests: int,
+    target: float,
+    rows: Sequence[CapacityRow],
+) -> None:
     store = page.with_suffix(".json")
-    scenarios: dict[str, Any] = json.loads(store.read_text()) if store.exists() else {}
+    text = store.read_text() if store.exists() else ""
+    scenarios: dict[str, Any] = json.loads(text) if text.strip() else {}
+    new = [row_json(r, command) for r in rows]
+    old = scenarios.get(scenario)
+    same = old is not None and (old["seeds"], old["requests"], old["target"]) == (
+        list(seeds),
+        requests,
+        target,
+    )
+    if old is not None and same:
+        searched = {r.policy for r in rows}
+        kept = [
+            {**r, "command": r.get("command") or old["command"]}
+            for r in old["rows"]
+            if r["stack"] not in searched
+        ]
+        new = _ordered([*new, *kept])
     scenarios[scenario] = {
         "description": description,
         "command": command,
         "seeds": list(seeds),
         "requests": requests,
         "target": target,
-        "rows": [row_json(r) for r in rows],
+        "rows": new,
     }
-    page.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(scenarios, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     render_page(page)

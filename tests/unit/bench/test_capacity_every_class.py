@@ -63,3 +63,29 @@ def test_page_keeps_every_scenario_and_the_command(tmp_path: Path) -> None:
     data = json.loads(page.with_suffix(".json").read_text())
     assert set(data) == {"qlm-wa", "azure-code"}
     assert render(data) == text  # the page is a function of its data file
+
+
+def test_a_run_of_some_stacks_keeps_the_scenarios_other_rows(tmp_path: Path) -> None:
+    page = tmp_path / "capacity.md"
+    peers = [
+        CapacityRow("llm-d", 5.0, {0: 5.0}, every_class_rps=4.0),
+        CapacityRow("edf", 4.0, {0: 4.0}, every_class_rps=3.0),
+    ]
+    update_page(page, "qlm-wa", "one model", "bench --stacks llm-d,edf", [0], 100, 0.9, peers)
+    flagship = [
+        CapacityRow("slomesh", 6.0, {0: 6.0}, every_class_rps=5.2),
+        CapacityRow("edf", 4.4, {0: 4.4}, every_class_rps=3.3),
+    ]
+    update_page(page, "qlm-wa", "one model", "bench --stacks slomesh,edf", [0], 100, 0.9, flagship)
+    rows = json.loads(page.with_suffix(".json").read_text())["qlm-wa"]["rows"]
+    assert [(r["stack"], r["every_class_rps"], r["command"]) for r in rows] == [
+        ("slomesh", 5.2, "bench --stacks slomesh,edf"),
+        ("llm-d", 4.0, "bench --stacks llm-d,edf"),
+        ("edf", 3.3, "bench --stacks slomesh,edf"),  # searched again: replaced
+    ]
+    text = page.read_text()
+    assert "    bench --stacks slomesh,edf" in text and "    bench --stacks llm-d,edf" in text
+    # other settings (here the seeds) replace the whole scenario
+    update_page(page, "qlm-wa", "one model", "bench --seeds 1", [1], 100, 0.9, flagship[:1])
+    rows = json.loads(page.with_suffix(".json").read_text())["qlm-wa"]["rows"]
+    assert [r["stack"] for r in rows] == ["slomesh"]
