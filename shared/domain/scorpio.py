@@ -38,6 +38,9 @@ class ScorpioConfig(BaseModel):
     ttft_deadline_aware: bool = False
     """The guard counts, on an earliest-deadline-first engine queue, only the work due before
     the request (off: the whole backlog)."""
+    ttft_bounds_in_flight: bool = False
+    """A replica the guard can judge takes requests past the scheduler's in-flight limit: its
+    predicted TTFT, not a request count, bounds its queue."""
     default_tpot_s: float = Field(0.2, gt=0)
     """STP (seconds per output token) assumed for requests without a TPOT SLO."""
     credit_epsilon: float = Field(1e-9, ge=0)

@@ -234,7 +234,10 @@ def admission_ttft_guard(scorpio: ScorpioConfig | None) -> TTFTAdmissionConfig:
     if scorpio is None or not scorpio.ttft_guard:
         return TTFTAdmissionConfig()
     return TTFTAdmissionConfig(
-        enabled=True, margin_s=scorpio.ttft_margin_s, deadline_aware=scorpio.ttft_deadline_aware
+        enabled=True,
+        margin_s=scorpio.ttft_margin_s,
+        deadline_aware=scorpio.ttft_deadline_aware,
+        bounds_in_flight=scorpio.ttft_bounds_in_flight,
     )
 
 

@@ -78,6 +78,8 @@ def _scheduler_args(stack: StackConfig, args: dict[str, Any]) -> None:
         guard["margin_s"] = admitter.params["margin_s"]
     if guard["enabled"] and "deadline_aware" in admitter.params:
         guard["deadline_aware"] = bool(admitter.params["deadline_aware"])
+    if guard["enabled"] and "bounds_in_flight" in admitter.params:
+        guard["bounds_in_flight"] = bool(admitter.params["bounds_in_flight"])
     args["ttft_guard"] = guard
 
 

@@ -29,12 +29,14 @@ from slomesh.stacks.plugin import (
 
 # ---- admitter -------------------------------------------------------------------------------
 def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
-    allow_params("admitter", name, params, {"margin_s": None, "deadline_aware": None})
+    allowed = {"margin_s": None, "deadline_aware": None, "bounds_in_flight": None}
+    allow_params("admitter", name, params, allowed)
     frag = Fragment(
         scorpio={
             "ttft_guard": True,
             "ttft_margin_s": params.get("margin_s", 0.0),
             "ttft_deadline_aware": bool(params.get("deadline_aware", False)),
+            "ttft_bounds_in_flight": bool(params.get("bounds_in_flight", False)),
         }
     )
     return Plugin("admitter", name, dict(params), every(frag))

@@ -137,7 +137,12 @@ class AdmissionCore(ReplicaHealth):
                 1.0,
                 "sheddable-saturated" if request.sheddable else "queue-full",
             )
-        open_ = [r for r in serving if len(r.in_flight) < self.max_in_flight * r.engines]
+        open_ = [
+            r
+            for r in serving
+            if len(r.in_flight) < self.max_in_flight * r.engines
+            or self.ttft.bounds(r, request.model, now_s)
+        ]
         if not open_:
             return self._reject(
                 f"overloaded: all {len(serving)} replicas of '{request.model}' have "

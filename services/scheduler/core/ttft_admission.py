@@ -19,6 +19,9 @@ rejected (429) with the best prediction and the SLO in the reason, and Retry-Aft
 predicted excess. The time the request already spent before admission counts towards its TTFT.
 A replica without a report
 younger than `max_report_age_s`, or without a profile, is not judged (kept as a candidate).
+With `bounds_in_flight`, a replica the guard judges is a candidate even past the scheduler's
+in-flight limit (`max_in_flight_per_replica`): the predicted TTFT, which counts the seat wait
+behind a full batch, bounds its queue instead of a request count.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ class TTFTAdmissionConfig(BaseModel):
     deadline_aware: bool = False
     """On replicas that report an earliest-deadline-first queue, count only the backlog due
     before the request (off: the whole reported backlog, which also sheds load at overload)."""
+    bounds_in_flight: bool = False
+    """A replica the guard can judge (a fresh report, a profile of the model) takes requests
+    past the scheduler's `max_in_flight_per_replica`: the predicted TTFT bounds its queue, not
+    a request count (off: the count limit applies first)."""
     max_report_age_s: float = Field(5.0, gt=0)
     """A replica report older than this is stale: that replica is not judged."""
     mean_output_tokens: float = Field(256.0, gt=0)
@@ -128,6 +135,23 @@ class TTFTAdmission:
         old = self.reports.get(application)
         if old is None or report.reported_s >= old.reported_s:
             self.reports[application] = report
+
+    def judges(self, rep: LiveReplica, model: str, now_s: float) -> bool:
+        """The guard is on and can judge `rep` for `model`: a fresh report and a profile."""
+        report = self.reports.get(rep.application)
+        if not self.cfg.enabled or report is None:
+            return False
+        if now_s - report.reported_s > self.cfg.max_report_age_s:
+            return False
+        try:
+            rep.profile(model)
+        except ValueError:
+            return False
+        return True
+
+    def bounds(self, rep: LiveReplica, model: str, now_s: float) -> bool:
+        """`rep` may take `model`'s requests past the in-flight limit (`bounds_in_flight`)."""
+        return self.cfg.bounds_in_flight and self.judges(rep, model, now_s)
 
     def predict(self, rep: LiveReplica, request: Request, now_s: float) -> TTFTPrediction | None:
         """TTFT_i(r) of the module docstring; None when the replica cannot be judged."""

@@ -3,6 +3,8 @@ the measured profile, rejections with the prediction and the SLO, and its place 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.scheduler.core.admission import AdmissionCore
@@ -197,3 +199,25 @@ def test_without_deadline_awareness_an_edf_engine_counts_its_whole_backlog(fakes
     g.update("r0", EDF_REPORT)
     pred = g.predict(replica(fakes), req("r", slo=SLO(ttft_deadline_s=0.3)), 10.0)
     assert pred is not None and pred.backlog_tokens == 8300
+
+
+@pytest.mark.parametrize("bounds", [False, True])
+def test_a_replica_the_guard_judges_may_take_requests_past_the_in_flight_limit(
+    fakes: Any, bounds: bool
+) -> None:
+    rep = replica(fakes)
+    core = AdmissionCore([rep], create_global_policy("least-loaded"), "least-loaded", 1)
+    core.ttft = guard(bounds_in_flight=bounds)
+    core.ttft.update("r0", QueueReport(0, 1, 0, 10.0))
+    assert core.admit(req("a", CHAT), 10.0).admitted
+    second = core.admit(req("b", CHAT), 10.0)  # 1 in flight: at the limit of 1
+    assert second.admitted == bounds
+    if not bounds:
+        assert second.drop_reason == "replicas-full"
+    # with bounds_in_flight, the guard's prediction still bounds it: 30,000 tokens queued
+    core.ttft.update("r0", QueueReport(5, 1, 30_000, 10.0))
+    third = core.admit(req("c", CHAT), 10.0)
+    assert not third.admitted
+    assert third.drop_reason == ("deadline-infeasible" if bounds else "replicas-full")
+    # a stale report: the replica is not judged, so the count limit applies again
+    assert core.admit(req("d", CHAT), 16.0).drop_reason == "replicas-full"

@@ -16,7 +16,10 @@ from slomesh.stacks.stages import Fragment, StageError, create_plugin
 F = Fragment
 Row = tuple[str, str, dict[str, Any], str, Fragment | str]
 NOT_HERE = "does not apply to a"
-GUARD_ON = F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.0, "ttft_deadline_aware": False})
+NO_BOUND = {"ttft_bounds_in_flight": False}
+GUARD_ON = F(
+    scorpio={"ttft_guard": True, "ttft_margin_s": 0.0, "ttft_deadline_aware": False, **NO_BOUND}
+)
 SCORPIO_ON = F(scorpio={"credit_batching": True, "vbs_admission": True})
 VLLM_ENGINE = F(scorpio={"credit_batching": False, "vbs_admission": False})
 
@@ -30,14 +33,42 @@ ROWS: list[Row] = [
         "ttft-guard",
         {"margin_s": 0.25},
         "qlm",
-        F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.25, "ttft_deadline_aware": False}),
+        F(
+            scorpio={
+                "ttft_guard": True,
+                "ttft_margin_s": 0.25,
+                "ttft_deadline_aware": False,
+                **NO_BOUND,
+            }
+        ),
     ),
     (
         "admitter",
         "ttft-guard",
         {"deadline_aware": True},
         "router",
-        F(scorpio={"ttft_guard": True, "ttft_margin_s": 0.0, "ttft_deadline_aware": True}),
+        F(
+            scorpio={
+                "ttft_guard": True,
+                "ttft_margin_s": 0.0,
+                "ttft_deadline_aware": True,
+                **NO_BOUND,
+            }
+        ),
+    ),
+    (
+        "admitter",
+        "ttft-guard",
+        {"bounds_in_flight": True},
+        "qlm",
+        F(
+            scorpio={
+                "ttft_guard": True,
+                "ttft_margin_s": 0.0,
+                "ttft_deadline_aware": False,
+                "ttft_bounds_in_flight": True,
+            }
+        ),
     ),
     ("admitter", "ttft-guard", {"margin": 1}, "qlm", "stages.admitter.params.margin"),
     ("admitter", "latency-slo", {}, "router", F(options={"slo_admitter": {}})),
