@@ -19,7 +19,7 @@ from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.goodput.confusion import confusion, offered_requests
 from slomesh.bench.goodput.delivered_fit import fit_decode_line
 from slomesh.bench.goodput.harness import result_name
-from slomesh.bench.goodput.sim import calibrate, simulate_rate
+from slomesh.bench.goodput.sim import at_rate, calibrate, simulate_rate
 
 SIM_TOLERANCE = 0.10
 """The simulator's goodput is within this fraction of the live one (the target)."""
@@ -44,18 +44,19 @@ def analyse_system(
         )
         for r in rates
     }
-    line = fit_decode_line(offered.values(), engines)
-    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs, line)
+    line = fit_decode_line(offered, engines)
+    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs, line, rates[0])
     rows = []
     for rate in rates:
         reqs = offered[rate]
         if not reqs:
             continue
-        c = confusion(reqs, calibrated, engines, max_num_seqs, ttft_s, tpot_s)
+        here = at_rate(calibrated, line, rate)
+        c = confusion(reqs, here, engines, max_num_seqs, ttft_s, tpot_s)
         sim = simulate_rate(
             rate,
             reqs,
-            calibrated,
+            here,
             engines,
             max_num_seqs,
             ttft_s,

@@ -3,20 +3,23 @@ per-request results of every rate of a ladder.
 
 On the live mesh a decode step pays the engine's compute and the control plane's CPU for the
 tokens it streams (the replica's vLLM front end, the relay, the ingress, on the same cores), and
-both grow with the number of streams. Each served request gives one point: its time per output
-token after the first (vLLM's TPOT) against the mean number of requests streaming per engine
-over its own stream (all the rate's served requests' streams, from the client's timings, over
-the engines). The points are grouped by that batch rounded to a whole request, each group's
-median TPOT taken (one stall of the machine moves a median little), and a line
-`TPOT = intercept + per_request * batch` is fitted to the medians, each weighted by its group's
-size. The line is the calibrated profile's decode step (`slomesh/bench/goodput/sim.py`).
+both grow with the number of streams; the control plane's work for every request that arrives
+(parsing, tokenizing, admission, the answer of a rejected one) takes the same cores too. Each
+served request gives one point: its time per output token after the first (vLLM's TPOT)
+against the mean number of requests streaming per engine over its own stream (all the rate's
+served requests' streams, from the client's timings, over the engines) and the rate offered.
+The points are grouped by rate and by that batch rounded to a whole request, each group's
+median TPOT taken (one stall of the machine moves a median little), and a plane
+`TPOT = intercept + per_request * batch + per_offered_rps * rate` is fitted to the medians,
+each weighted by its group's size (with one rate, or a negative rate term, the line without
+it). It is the calibrated profile's decode step (`slomesh/bench/goodput/sim.py`).
 """
 
 from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slomesh.bench.goodput.confusion import Offered
@@ -27,15 +30,17 @@ SAMPLES_PER_STREAM = 16
 
 @dataclass(frozen=True)
 class DecodeLine:
-    """Seconds per decode step: intercept_s + per_request_s * batch."""
+    """Seconds per decode step: intercept_s + per_request_s * batch + per_offered_s * rate."""
 
     intercept_s: float
     per_request_s: float
     points: int
     """Served requests the line was fitted on."""
+    per_offered_s: float = 0.0
+    """Seconds per step per request/s offered."""
 
-    def step_s(self, batch: float) -> float:
-        return self.intercept_s + self.per_request_s * batch
+    def step_s(self, batch: float, rate_rps: float = 0.0) -> float:
+        return self.intercept_s + self.per_request_s * batch + self.per_offered_s * rate_rps
 
 
 def stream_batches(served: Sequence[Offered], engines: int) -> list[float]:
@@ -61,31 +66,51 @@ def stream_batches(served: Sequence[Offered], engines: int) -> list[float]:
     return out
 
 
-def fit_decode_line(rates: Iterable[Sequence[Offered]], engines: int) -> DecodeLine | None:
-    """The line of the module docstring over every rate's served requests; None with fewer than
-    two distinct batches (nothing to fit a slope to)."""
-    groups: dict[int, list[float]] = {}
+def _solve(rows: list[tuple[float, ...]], ys: list[float], ws: list[float]) -> list[float] | None:
+    """Weighted least squares (normal equations, Gaussian elimination); None if singular."""
+    k = len(rows[0])
+    m = [
+        [sum(w * r[i] * r[j] for r, w in zip(rows, ws, strict=True)) for j in range(k)]
+        for i in range(k)
+    ]
+    v = [sum(w * r[i] * y for r, y, w in zip(rows, ys, ws, strict=True)) for i in range(k)]
+    for c in range(k):
+        pivot = max(range(c, k), key=lambda i: abs(m[i][c]))
+        if abs(m[pivot][c]) < 1e-18:
+            return None
+        m[c], m[pivot], v[c], v[pivot] = m[pivot], m[c], v[pivot], v[c]
+        for i in range(k):
+            if i != c:
+                f = m[i][c] / m[c][c]
+                m[i] = [a - f * b for a, b in zip(m[i], m[c], strict=True)]
+                v[i] -= f * v[c]
+    return [v[i] / m[i][i] for i in range(k)]
+
+
+def fit_decode_line(rates: Mapping[float, Sequence[Offered]], engines: int) -> DecodeLine | None:
+    """The plane of the module docstring over every rate's served requests (`rates` maps the
+    offered rate to its requests); None with fewer than two distinct batches."""
+    groups: dict[tuple[float, int], list[float]] = {}
     n = 0
-    for offered in rates:
+    for rate, offered in rates.items():
         served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1]
         for r, batch in zip(served, stream_batches(served, engines), strict=True):
-            groups.setdefault(max(1, round(batch)), []).append(r.tpot_s)
+            groups.setdefault((rate, max(1, round(batch))), []).append(r.tpot_s)
             n += 1
-    if len(groups) < 2:
+    if len({b for _, b in groups}) < 2:
         return None
-    xs = list(groups)
-    ys = [statistics.median(groups[x]) for x in xs]
-    ws = [len(groups[x]) for x in xs]
-    total = sum(ws)
-    mx = sum(w * x for w, x in zip(ws, xs, strict=True)) / total
-    my = sum(w * y for w, y in zip(ws, ys, strict=True)) / total
-    sxx = sum(w * (x - mx) ** 2 for w, x in zip(ws, xs, strict=True))
-    sxy = sum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys, strict=True))
-    slope = max(0.0, sxy / sxx) if sxx > 0 else 0.0
-    intercept = my - slope * mx
-    if intercept < 0:  # a step never costs less than nothing: the line through the origin
-        slope = sum(w * x * y for w, x, y in zip(ws, xs, ys, strict=True)) / sum(
-            w * x * x for w, x in zip(ws, xs, strict=True)
-        )
-        intercept = 0.0
-    return DecodeLine(intercept, slope, n)
+    keys = list(groups)
+    ys = [statistics.median(groups[k]) for k in keys]
+    ws = [float(len(groups[k])) for k in keys]
+    if len({r for r, _ in keys}) > 1:
+        got = _solve([(1.0, float(b), r) for r, b in keys], ys, ws)
+        if got is not None and got[0] >= 0 and got[1] >= 0 and got[2] >= 0:
+            return DecodeLine(got[0], got[1], n, got[2])
+    got = _solve([(1.0, float(b)) for _, b in keys], ys, ws)
+    if got is not None and got[0] >= 0 and got[1] >= 0:
+        return DecodeLine(got[0], got[1], n)
+    # a step never costs less than nothing: the line through the origin
+    slope = sum(w * b * y for (_, b), y, w in zip(keys, ys, ws, strict=True)) / sum(
+        w * b * b for (_, b), w in zip(keys, ws, strict=True)
+    )
+    return DecodeLine(0.0, max(0.0, slope), n)

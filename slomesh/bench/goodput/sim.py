@@ -3,12 +3,12 @@
 Calibration (`calibrate`). The published profile was measured with the engine alone; on the
 live mesh each token also pays the control plane's CPU (the replica's vLLM front end, the
 relay, the ingress) on the same cores, and that cost grows with the streams in flight. The
-decode step becomes the line the whole ladder's served requests delivered (TPOT against the
-batch they streamed in, `delivered_fit.py`), prefill is scaled by the line's lone step over the
-profile's, and the live median TTFT of the lowest rate left over after replaying it on
-simulated engines (admission, hops) becomes the profile's submit overhead. Without such a line
-(too few batches) the decode coefficients are scaled by the lowest rate's live median TPOT over
-the simulated one.
+decode step becomes the plane the whole ladder's served requests delivered (TPOT against the
+batch they streamed in and the rate offered, `delivered_fit.py`), prefill is scaled by the
+plane's lone step over the profile's, and the live median TTFT of the lowest rate left over
+after replaying it on simulated engines (admission, hops) becomes the profile's submit
+overhead. Without such a plane (too few batches) the decode coefficients are scaled by the
+lowest rate's live median TPOT over the simulated one.
 
 The ladder (`simulate_rate`). The same offered requests as the live run (arrival times, prompt
 and output lengths from vLLM's result) arrive on `engines` simulated engines
@@ -48,17 +48,22 @@ class SimStep:
 
 
 def _scaled(
-    profile: HardwareProfile, k: float, submit_s: float, line: DecodeLine | None = None
+    profile: HardwareProfile,
+    k: float,
+    submit_s: float,
+    line: DecodeLine | None = None,
+    rate_rps: float = 0.0,
 ) -> HardwareProfile:
     d, p = profile.decode, profile.prefill
     decode = DecodeCoeffs(d.d1 * k, d.d2 * k, d.d3 * k, d.d4 * k)
     how = f"x{k:.2f}, +{submit_s:.3f} s"
     if line is not None:
-        decode = DecodeCoeffs(0.0, line.per_request_s, 0.0, line.intercept_s)
+        decode = DecodeCoeffs(0.0, line.per_request_s, 0.0, line.step_s(0.0, rate_rps))
         how = (
             f"decode step {line.intercept_s * 1e3:.2f} ms + {line.per_request_s * 1e3:.3f} ms "
-            f"per request in the batch, fitted on {line.points} served requests; prefill "
-            f"x{k:.2f}; +{submit_s:.3f} s"
+            f"per request in the batch + {line.per_offered_s * 1e3:.4f} ms per request/s "
+            f"offered, fitted on {line.points} served requests; prefill x{k:.2f}; "
+            f"+{submit_s:.3f} s"
         )
     return replace(
         profile,
@@ -67,6 +72,16 @@ def _scaled(
         submit_overhead_s=submit_s,
         source=f"{profile.source}; calibrated on the live mesh ({how})",
     )
+
+
+def at_rate(
+    calibrated: HardwareProfile, line: DecodeLine | None, rate_rps: float
+) -> HardwareProfile:
+    """The calibrated profile's decode step at `rate_rps` offered (unchanged without a line)."""
+    if line is None:
+        return calibrated
+    d = calibrated.decode
+    return replace(calibrated, decode=DecodeCoeffs(d.d1, d.d2, d.d3, line.step_s(0.0, rate_rps)))
 
 
 def _sim_times(
@@ -94,19 +109,22 @@ def calibrate(
     engines: int,
     max_num_seqs: int,
     line: DecodeLine | None = None,
+    rate_rps: float = 0.0,
 ) -> HardwareProfile:
-    """The profile scaled to what the live mesh delivered (module doc); with `line`, its decode
-    step is the line fitted on the whole ladder (`delivered_fit.py`) and prefill is scaled by
-    the line's lone step over the profile's."""
+    """The profile scaled to what the live mesh delivered at `rate_rps` (module doc; `offered`
+    are that rate's requests); with `line`, its decode step is the plane fitted on the whole
+    ladder (`delivered_fit.py`; `at_rate` moves it to another rate) and prefill is scaled by
+    the plane's lone step over the profile's."""
     served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1]
     if not served:
         return profile
     if line is not None:
         ctx = statistics.median(r.input_tokens + r.output_tokens / 2 for r in served)
-        k = line.step_s(1) / profile.decode_time_s(ctx, 1)
-        sim_ttft, _ = _sim_times(_scaled(profile, k, 0.0, line), served, engines, max_num_seqs)
+        k = line.step_s(1, rate_rps) / profile.decode_time_s(ctx, 1)
+        lone = _scaled(profile, k, 0.0, line, rate_rps)
+        sim_ttft, _ = _sim_times(lone, served, engines, max_num_seqs)
         submit = max(0.0, statistics.median(r.ttft_s for r in served) - statistics.median(sim_ttft))
-        return _scaled(profile, k, submit, line)
+        return _scaled(profile, k, submit, line, rate_rps)
     sim_ttft, sim_tpot = _sim_times(profile, served, engines, max_num_seqs)
     k = max(1.0, statistics.median(r.tpot_s for r in served) / statistics.median(sim_tpot))
     scaled_ttft = statistics.median(sim_ttft) * k

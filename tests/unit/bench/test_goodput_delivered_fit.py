@@ -32,31 +32,45 @@ def test_each_stream_reads_the_batch_it_streamed_in() -> None:
 
 def test_the_line_through_the_delivered_steps_is_recovered() -> None:
     line = fit_decode_line(
-        [groups(0.002, 0.0005, [1, 2, 4]), groups(0.002, 0.0005, [8, 16])], engines=1
+        {10.0: groups(0.002, 0.0005, [1, 2, 4]), 20.0: groups(0.002, 0.0005, [8, 16])}, 1
     )
     assert line is not None and line.points == 31
     assert abs(line.intercept_s - 0.002) < 1e-6 and abs(line.per_request_s - 0.0005) < 1e-7
-    assert abs(line.step_s(10) - 0.007) < 1e-6
+    assert abs(line.per_offered_s) < 1e-9 and abs(line.step_s(10) - 0.007) < 1e-6
+
+
+def test_the_work_of_the_requests_offered_slows_every_step() -> None:
+    # the same batches at 10 and 40 req/s offered; each step 30 us slower per request/s
+    line = fit_decode_line(
+        {
+            10.0: groups(0.002 + 10 * 3e-5, 0.0005, [1, 4, 8]),
+            40.0: groups(0.002 + 40 * 3e-5, 0.0005, [2, 8, 16]),
+        },
+        1,
+    )
+    assert line is not None and abs(line.per_offered_s - 3e-5) < 1e-9
+    assert abs(line.intercept_s - 0.002) < 1e-7 and abs(line.per_request_s - 0.0005) < 1e-8
+    assert abs(line.step_s(8, 40.0) - (0.002 + 0.004 + 0.0012)) < 1e-7
 
 
 def test_rejections_are_not_points_and_one_batch_fits_no_line() -> None:
     rejected = [Offered(0.0, 32, 65, "rejected") for _ in range(5)]
-    assert fit_decode_line([groups(0.002, 0.001, [3]) + rejected], 1) is None
+    assert fit_decode_line({5.0: groups(0.002, 0.001, [3]) + rejected}, 1) is None
 
 
 def test_a_stall_at_one_batch_moves_the_line_little() -> None:
     clean = groups(0.002, 0.0005, [1, 2, 4, 8, 8])
     # one stream of the last batch of 8 at twice its time per token: half of it alone
     stalled = [*clean[:-1], Offered(clean[-1].arrival_s, 32, 65, "served", 0.01, 0.012)]
-    line = fit_decode_line([stalled], 1)
+    line = fit_decode_line({5.0: stalled}, 1)
     assert line is not None and abs(line.step_s(8) - 0.006) < 1e-6
 
 
 def test_the_calibrated_profile_steps_on_the_line() -> None:
     prof = load_profiles(PROFILE)[0]
     reqs = groups(0.002, 0.0005, [1, 2, 4])
-    line = fit_decode_line([reqs], 1)
-    cal = calibrate(prof, reqs, 1, 16, line)
+    line = fit_decode_line({5.0: reqs}, 1)
+    cal = calibrate(prof, reqs, 1, 16, line, 5.0)
     assert abs(cal.decode_time_s(100, 1) - 0.0025) < 1e-6
     assert abs(cal.decode_time_s(100, 16) - 0.010) < 1e-6
     assert cal.prefill_time_s(1, 128) != prof.prefill_time_s(1, 128)
