@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--systems",
         default="bare-vllm,slomesh",
         help=f"systems to start one after another, in this order: any of {','.join(SYSTEMS)} "
-        "(slomesh: two replicas through the front door; slomesh-1: one replica)",
+        "(slomesh: the shipped config's replicas, one, through the front door; slomesh-1: "
+        "its first replica only)",
     )
     p.add_argument(
         "--url",

@@ -48,7 +48,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--compare",
         default=None,
-        help="side by side with slomesh (two replicas, through the ingress's front door) on the "
+        help="side by side with slomesh (the shipped config's replicas, through the ingress's "
+        "front door) on the "
         "tiny vLLM model: any of bare-vllm,ray-serve-llm,slomesh-1 (slomesh with one replica, "
         "the peers' engine count),slomesh-proxy (slomesh through Serve's HTTP proxy)",
     )

@@ -105,7 +105,7 @@ def test_live_config_lifts_the_mesh_overload_protections_and_applies_the_stack()
     assert ingress["slo"]["classes"]["short"] == {"ttft_ms": 500.0}
     assert scheduler["policy_label"] == "vllm-fcfs"
     assert apps["replica-0"]["vllm"]["queue_policy"] == "fcfs"
-    assert apps["replica-1"]["vllm"]["max_num_seqs"] == 2
+    assert apps["replica-0"]["vllm"]["max_num_seqs"] == 2
     assert (
         live_config(args, _trace(100, 2.0), "edf")["applications"][0]["args"]["vllm"][
             "queue_policy"
