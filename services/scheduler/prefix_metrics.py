@@ -14,13 +14,22 @@ from typing import Any
 from services.scheduler.core.prefix_index import PrefixIndex
 
 
+def _prefix_holder(policy: Any) -> Any:
+    """What holds the policy's prefix index as `index`: `slomesh`'s prefix affinity, found
+    through the pinning policies wrapped around it (adapter placement, core/pinning.py), or the
+    prefix-only router; else None."""
+    while policy is not None:
+        for holder in (getattr(policy, "affinity", None), getattr(policy, "router", None)):
+            if isinstance(getattr(holder, "index", None), PrefixIndex):
+                return holder
+        policy = vars(policy).get("inner")  # not getattr: a wrapper delegates what it lacks
+    return None
+
+
 def prefix_index_of(policy: Any) -> PrefixIndex | None:
-    """The policy's prefix index: `slomesh`'s affinity, or the prefix-only router's; else None."""
-    affinity = getattr(policy, "affinity", None)
-    if affinity is not None:
-        return getattr(affinity, "index", None)
-    router = getattr(policy, "router", None)
-    return getattr(router, "index", None)
+    """The policy's prefix index (`_prefix_holder`), or None."""
+    holder = _prefix_holder(policy)
+    return None if holder is None else holder.index
 
 
 class PrefixMetrics:
@@ -48,11 +57,10 @@ class PrefixMetrics:
         if index is None:
             return
         self._hit_rate.set(index.hit_rate)
-        affinity = getattr(policy, "affinity", None)
         now = {
             "prompt": index.placed_prompt_tokens,
             "cached": index.placed_hit_tokens,
-            "pins": int(getattr(affinity, "pins", 0)),
+            "pins": int(getattr(_prefix_holder(policy), "pins", 0)),
         }
         for kind, value in now.items():
             delta = value - self._seen[kind]

@@ -50,10 +50,13 @@ def req(rid: str, blocks: int) -> Request:
     return Request(rid, "m", blocks * 16 + 4, 10, 0.0, SLO(10.0), prefix=prefix)
 
 
-@pytest.mark.parametrize("policy", ["slomesh", "prefix-only"])
+@pytest.mark.parametrize("policy", ["slomesh", "slomesh-adapters", "prefix-only"])
 def test_scheduler_prefix_metrics_hit_rate_tokens_and_pins(metrics, fakes, policy):
     if policy == "slomesh":
         pol = create_global_policy("qlm", {"prefix": {"enabled": True}})
+    elif policy == "slomesh-adapters":  # adapter placement wrapped around the prefix affinity
+        options = {"prefix": {"enabled": True}, "adapter": {"enabled": True}}
+        pol = create_global_policy("qlm", options)
     else:
         pol = RoutingPolicy(ROUTERS.create("prefix-only"))
     insts = [fakes.instance("i0"), fakes.instance("i1")]
@@ -69,7 +72,7 @@ def test_scheduler_prefix_metrics_hit_rate_tokens_and_pins(metrics, fakes, polic
     assert tokens[(("kind", "cached"),)] == 100 * 16  # b found a's 100 blocks
     assert metrics["slomesh_prefix_hit_rate"].values[()] == pytest.approx(1600 / 3208)
     pins = metrics["slomesh_prefix_pins_total"].values
-    assert pins == ({(): 1.0} if policy == "slomesh" else {})
+    assert pins == ({} if policy == "prefix-only" else {(): 1.0})
 
 
 def test_scheduler_prefix_metrics_skip_policies_without_an_index(metrics, fakes):
