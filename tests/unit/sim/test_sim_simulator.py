@@ -55,7 +55,7 @@ SLOMESH_STACKS = [
     "slomesh-no-qlm",
     "slomesh-no-scorpio",
     "slomesh-credit",
-    "slomesh-no-vbs",
+    "slomesh-vbs",
     "slomesh-no-guard",
     "slomesh-static",
     "slomesh-true-lengths",

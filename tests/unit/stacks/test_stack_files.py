@@ -28,10 +28,11 @@ def test_shipped_stack_resolves_and_builds(name: str) -> None:
         ("scorpio", "least-loaded", "edf", "continuous", "recompute", (True, True, True)),
         ("scorpio-no-guard", "least-loaded", "edf", "continuous", "recompute", (True, True, False)),
         ("scls", "batching", "fcfs", "static", "recompute", None),
-        # the flagship runs VBS admission and the TTFT guard without credit batching
-        ("slomesh", "qlm", "edf", "continuous", "recompute", (False, True, True)),
-        ("slomesh-credit", "qlm", "edf", "continuous", "recompute", (True, True, True)),
-        ("slomesh-swap", "qlm", "edf", "continuous", "auto", (False, True, True)),
+        # the flagship runs the TTFT guard without VBS admission or credit batching
+        ("slomesh", "qlm", "edf", "continuous", "recompute", (False, False, True)),
+        ("slomesh-credit", "qlm", "edf", "continuous", "recompute", (True, False, True)),
+        ("slomesh-vbs", "qlm", "edf", "continuous", "recompute", (False, True, True)),
+        ("slomesh-swap", "qlm", "edf", "continuous", "auto", (False, False, True)),
         ("slomesh-no-scorpio", "qlm", "edf", "continuous", "recompute", None),
     ],
 )

@@ -93,10 +93,15 @@ def test_vllm_runs_the_flagship() -> None:
     apps = _apps("slomesh")
     assert apps["scheduler"]["policy_label"] == "slomesh"
     assert apps["scheduler"]["ttft_guard"]["enabled"] is True
-    # the flagship's SCORPIO settings reach the vLLM replicas as written (credit batching off,
-    # the TPOT guard on TPOT SLOs only)
-    scorpio = apps["replica-0"]["vllm"]["scorpio"]
-    assert (scorpio["credit_batching"], scorpio["vbs_untargeted_free"]) == (False, True)
+    # the flagship's engines run no SCORPIO (credit batching and VBS admission off); its
+    # ablations' SCORPIO settings reach the vLLM replicas as written
+    assert "scorpio" not in apps["replica-0"]["vllm"]
+    vbs = _apps("slomesh-vbs")["replica-0"]["vllm"]["scorpio"]
+    assert (vbs["credit_batching"], vbs["vbs_admission"], vbs["vbs_untargeted_free"]) == (
+        False,
+        True,
+        True,
+    )
     assert _apps("slomesh-credit")["replica-0"]["vllm"]["scorpio"]["credit_batching"] is True
 
 
@@ -147,13 +152,18 @@ def test_replicas_list_waiting_requests_only_for_a_deadline_aware_guard(
     assert _apps("slomesh")["replica-0"]["vllm"]["report_waiting_prefill"] is False
 
 
-def test_slomesh_up_config_gets_the_shipped_profile_of_its_vllm_replicas() -> None:
+def test_slomesh_up_config_gets_the_shipped_profile_of_its_vllm_replicas(tmp_path: Path) -> None:
     adapters = mesh.load_config(mesh.DEPLOY_DIR / "local-many-adapters.yaml")
+    path = tmp_path / "adapters-vbs.yaml"  # VBS admission needs the replicas' decode profile
+    path.write_text(
+        "extends: slomesh-adapters\nname: adapters-vbs\nstages:\n"
+        "  batch_former: {plugin: scorpio, params: {vbs_admission: true}}\n"
+    )
     with pytest.raises(StackRefused, match="vbs_admission"):  # no decode profile: refused
-        apply_stack(adapters, load_stack("slomesh-adapters"))
+        apply_stack(adapters, load_stack(str(path)))
     shipped = mesh.shipped_profiles(adapters)
     assert shipped == [mesh.DEFAULT_PROFILES["vllm"]]
-    config = apply_stack(mesh.with_profiles(adapters, shipped), load_stack("slomesh-adapters"))
+    config = apply_stack(mesh.with_profiles(adapters, shipped), load_stack(str(path)))
     replica = next(a for a in config["applications"] if a["name"] == "replica-0")
     assert len(replica["args"]["vllm"]["decode_coeffs"]) == 4
     assert mesh.shipped_profiles(mesh.load_config(mesh.CONFIGS["simulated"])) == []
