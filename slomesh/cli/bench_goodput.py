@@ -81,6 +81,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         help="measure nothing: render --page (default: this file with .md) from this JSON",
     )
+    p.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="with --render: first compute the confusion matrix and the simulated ladder again "
+        "from the vLLM result files next to the JSON (<its folder>/vllm-results)",
+    )
     p.set_defaults(func=run)
 
 
@@ -156,6 +162,13 @@ def _render(args: argparse.Namespace) -> int:
 
     page = args.page or args.render.with_suffix(".md")
     data = json.loads(args.render.read_text())
+    if args.reanalyse:
+        from slomesh.bench.goodput.run import Plan, SystemRun
+
+        plan = Plan(**{**data["plan"], "rates": tuple(data["plan"]["rates"])})
+        runs = [SystemRun(s["name"], s["engines"], s["base_url"]) for s in data["systems"]]
+        data["analysis"] = analyse(runs, plan, args.render.parent)
+        args.render.write_text(json.dumps(data, indent=2) + "\n")
     if args.before is not None:
         data["before"] = _before(args.before)
     for path in write_page(data, page):

@@ -1,0 +1,77 @@
+"""`slomesh bench-goodput --render J --reanalyse`: the confusion matrix and the simulated ladder
+computed again from a sitting's result files, without measuring anything."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from slomesh.bench.goodput.harness import result_name
+from slomesh.bench.goodput.results import REJECTED_REASON
+from slomesh.cli.main import main
+
+
+def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    starts = sorted(rng.uniform(0, 5) for _ in range(20))
+    result = {
+        "start_times": starts,
+        "input_lens": [32] * 20,
+        "output_lens": [64] * 18 + [0, 0],
+        "ttfts": [0.05] * 18 + [0.0, 0.0],
+        "latencies": [0.05 + 63 * 0.004] * 18 + [0.0, 0.0],
+        "errors": [""] * 18 + [REJECTED_REASON] * 2,
+    }
+    folder = tmp_path / "vllm-results" / "slomesh-1"
+    folder.mkdir(parents=True)
+    (folder / result_name(5)).write_text(json.dumps(result))
+    step = {
+        "system": "slomesh-1",
+        "rate_rps": 5.0,
+        "goodput_rps": 3.6,
+        "offered": 20,
+        "served": 18,
+        "rejected": 2,
+        "errors": 0,
+        "met": 18,
+        "duration_s": 5.0,
+        "ttft_p50_ms": 50.0,
+        "ttft_p99_ms": 50.0,
+        "tpot_p50_ms": 4.0,
+        "tpot_p99_ms": 4.0,
+    }
+    data = {
+        "command": "slomesh bench-goodput",
+        "date": "d",
+        "cpus": 2,
+        "load_average_before": "1",
+        "load_average_after": "2",
+        "plan": {
+            "rates": [5.0],
+            "seconds": 4.0,
+            "input_len": 32,
+            "output_len": 64,
+            "slo_ttft_ms": 1000.0,
+            "slo_tpot_ms": 50.0,
+            "slo_headers": True,
+            "warmups": 0,
+            "seed": 0,
+            "client_nice": 0,
+        },
+        "systems": [
+            {"name": "slomesh-1", "engines": 1, "base_url": "http://x/v1", "steps": [step]},
+            {"name": "bare-vllm", "engines": 1, "base_url": "http://y/v1", "steps": []},
+        ],
+        "analysis": {},
+    }
+    path = tmp_path / "goodput.json"
+    path.write_text(json.dumps(data))
+    assert main(["bench-goodput", "--render", str(path), "--page", str(tmp_path / "g.md")]) == 0
+    assert "## Admission: confusion matrix" not in (tmp_path / "g.md").read_text()
+    argv = ["bench-goodput", "--render", str(path), "--reanalyse", "--page", str(tmp_path / "g.md")]
+    assert main(argv) == 0
+    rows = json.loads(path.read_text())["analysis"]["slomesh-1"]["rows"]
+    assert [r["rate_rps"] for r in rows] == [5.0] and rows[0]["admitted_met"] == 18
+    assert "bare-vllm" not in json.loads(path.read_text())["analysis"]
+    assert "## Admission: confusion matrix" in (tmp_path / "g.md").read_text()
