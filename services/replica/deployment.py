@@ -233,6 +233,25 @@ class ReplicaDeployment:
         done = await (await self.serving()).evict(list(request.request_ids))
         return replica_pb2.RequestIds(request_ids=done)
 
+    async def SwapModel(
+        self,
+        request: replica_pb2.ModelSwapOrder,
+        grpc_context: Any = None,
+        trace_headers: dict[str, str] | None = None,
+    ) -> replica_pb2.ModelSwapOrder:
+        """The scheduler's swap: make `model` active once the requests held are done."""
+        require_mesh_credential(grpc_context, "replica.SwapModel")
+        if self._host is None:
+            if request.model != self.args.model:
+                raise ModelNotServed(
+                    f"model: '{request.model}' is not served by replica "
+                    f"{self.args.application} (it serves '{self.args.model}' only)"
+                )
+            return replica_pb2.ModelSwapOrder(model=self.args.model)
+        await self._host.start()
+        self._host.swap_to(request.model)
+        return replica_pb2.ModelSwapOrder(model=self._host.target)
+
     async def Resume(
         self,
         request: replica_pb2.RequestIds,

@@ -60,6 +60,12 @@ class _Servicer(replica_pb2_grpc.ReplicaServicer):
         result: replica_pb2.RequestIds = await self._unary("Resume", request, context)
         return result
 
+    async def SwapModel(
+        self, request: replica_pb2.ModelSwapOrder, context: grpc.aio.ServicerContext
+    ) -> replica_pb2.ModelSwapOrder:
+        result: replica_pb2.ModelSwapOrder = await self._unary("SwapModel", request, context)
+        return result
+
     async def Status(
         self, request: replica_pb2.StatusQuery, context: grpc.aio.ServicerContext
     ) -> common_pb2.ReplicaState:

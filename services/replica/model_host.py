@@ -12,6 +12,10 @@ swap: running requests finish first, waiting ones wait. A swap that fails puts t
 back and fails only the requests waiting for the model that could not load (counted in
 `failed_requests`).
 
+The scheduler may also order a swap (`swap_to`, its ModelSwap decision): the order takes its
+place in the line like a request of that model, so the swap happens once what is ahead of it is
+done, and the requests of the old model that come after it wait for the swap back.
+
 Each swap is timed (unload + load + warm-up, wall clock) and kept in `swaps`, what the replica
 reports as its measured swap time.
 """
@@ -69,7 +73,8 @@ class SwapRecord:
 @dataclass
 class _Waiter:
     model: str
-    ready: asyncio.Future[None]
+    ready: asyncio.Future[None] | None
+    """None: a swap order of the scheduler (swap_to), no request waits on it."""
 
 
 class ModelHost(Generic[S]):
@@ -99,21 +104,39 @@ class ModelHost(Generic[S]):
         return self._serving
 
     @property
+    def target(self) -> str:
+        """The model active once the line is served (the last one in line, else the active)."""
+        return self._line[-1].model if self._line else self.active
+
+    def swap_to(self, model: str) -> None:
+        """The scheduler's swap (a ModelSwap decision): `model` becomes active once the requests
+        running and waiting ahead of the order are done; requests that come after it wait
+        behind it. Nothing to do when `model` is what the line ends on already."""
+        self._check(model)
+        if model != self.target:
+            self._line.append(_Waiter(model, None))
+            self._pump()
+
+    def _check(self, model: str) -> None:
+        if model not in self.models:
+            raise ModelNotServed(
+                f"model '{model}' is not served by this replica (valid: {', '.join(self.models)})"
+            )
+
+    @property
     def swapping(self) -> bool:
         return self._swap is not None and not self._swap.done()
 
     @contextlib.asynccontextmanager
     async def use(self, model: str) -> AsyncIterator[S]:
         """Hold `model` active while the caller serves one request on the yielded serving."""
-        if model not in self.models:
-            raise ModelNotServed(
-                f"model '{model}' is not served by this replica (valid: {', '.join(self.models)})"
-            )
+        self._check(model)
         await self.start()
         if model != self.active or self._line or self.swapping:
             waiter = _Waiter(model, asyncio.get_running_loop().create_future())
             self._line.append(waiter)
             self._pump()
+            assert waiter.ready is not None
             try:
                 await waiter.ready
             except BaseException:
@@ -139,7 +162,7 @@ class ModelHost(Generic[S]):
             return
         while self._line and self._line[0].model == self.active:
             waiter = self._line.popleft()
-            if not waiter.ready.done():
+            if waiter.ready is not None and not waiter.ready.done():
                 self._running += 1
                 waiter.ready.set_result(None)
         if self._line and self._running == 0:
@@ -162,6 +185,8 @@ class ModelHost(Generic[S]):
             self.active = old
             for w in [w for w in self._line if w.model == target]:
                 self._line.remove(w)
+                if w.ready is None:
+                    continue  # a swap order: no request to fail
                 self.failed_requests += 1
                 if not w.ready.done():
                     w.ready.set_exception(SwapFailed(f"model '{target}' failed to load: {err}"))
@@ -173,7 +198,7 @@ class ModelHost(Generic[S]):
     def status(self) -> EngineStatus:
         """The active engine's state; requests waiting for their model count as waiting, and
         while a swap runs the model being loaded is reported active."""
-        waiting = len(self._line)
+        waiting = sum(w.ready is not None for w in self._line)
         if self._serving is None:
             head = self._line[0].model if self._line else self.active
             return EngineStatus(head, waiting, 0, 0, 0, 0, 0, 0)

@@ -295,8 +295,10 @@ class SchedulerDeployment(ShardMember):
             task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, action: ReplicaAction) -> None:
-        method = "Evict" if action.kind == "evict" else "Resume"
-        message = replica_pb2.RequestIds(request_ids=list(action.request_ids))
+        method = {"evict": "Evict", "resume": "Resume", "swap": "SwapModel"}[action.kind]
+        message: Any = replica_pb2.RequestIds(request_ids=list(action.request_ids))
+        if action.kind == "swap":
+            message = replica_pb2.ModelSwapOrder(model=action.model)
         with self._tracer.start_as_current_span(f"lso.{action.kind}") as span:
             span.set_attribute("slomesh.replica", action.application)
             span.set_attribute("slomesh.request_ids", list(action.request_ids))

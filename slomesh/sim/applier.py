@@ -5,7 +5,9 @@ the live scheduler's shell carries out the same output with Admit replies and Ev
 a placement queues the request in the engine (one that can never fit its KV cache is rejected
 there, and the scheduler told), a batch queues a pre-formed batch for one slice, an eviction or
 resume moves requests out of or back into service, a prewarm stages a model in host memory, a
-rejection is recorded. Every instance touched is woken at the output's time to look at its queue.
+swap makes a model active once the requests placed before it are done (as the live replica's
+model host does, services/replica/model_host.py), a rejection is recorded. Every instance
+touched is woken at the output's time to look at its queue.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class SimApplier:
                     self.instances[name].core.load_adapter(adapter)
                 case ModelSwap(instance=name, model=model, kind="prewarm"):
                     self.instances[name].core.tiers.prewarm(model)
+                case ModelSwap(instance=name, model=model, kind="load", adapter=None):
+                    inst = self.instances[name]
+                    inst.core.swap_to(model)
+                    host.kick(inst, now)
                 case ModelSwap(instance=name, kind=kind):
                     raise ValueError(f"{name}: the simulator does not apply a '{kind}' swap")
 

@@ -66,6 +66,7 @@ QLM_ORDERER_KEYS: dict[str, Any] = {
     "rwt_error": None,
     "tenancy": {"bands": None, "fairness": None, "vtc": None, "expire_late": None},
     "tight": None,
+    "swap_plan": None,
 }
 """QLMConfig keys the `qlm` orderer owns; eviction, shedding, placement and lengths are their
 own stages' parameters."""

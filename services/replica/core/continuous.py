@@ -5,11 +5,13 @@ for KV room; (1) running sequences in key order get their next tokens (1 for dec
 prefill) within the token budget, preempting the highest-key running sequence when KV runs out;
 (2) if nothing was preempted, waiting sequences in key order are admitted while budget, seats and
 KV allow. A waiting head for another model blocks admission (head-of-line) and, once the instance
-drains, triggers a model load. LoRA adapters follow vLLM's max_loras rule: a batch runs at most
-`adapter_slots` distinct adapters, and a waiting request whose adapter would be one too many is
-skipped for this step (it keeps its place; those behind it may still be admitted). vLLM counts
-the adapters of the running requests scheduled in the step; here every running request counts,
-so a decode that sits a step out (credit batching) cannot come back to a batch over the limit.
+drains, triggers a model load; a swap the scheduler decided (`state.swap_target`) loads its model
+once the active model's running and head-of-queue requests are done. LoRA adapters follow vLLM's
+max_loras rule: a batch runs at most `adapter_slots` distinct adapters, and a waiting request
+whose adapter would be one too many is skipped for this step (it keeps its place; those behind
+it may still be admitted). vLLM counts the adapters of the running requests scheduled in the
+step; here every running request counts, so a decode that sits a step out (credit batching)
+cannot come back to a batch over the limit.
 
 Three hooks let SLO-aware planners (services/replica/core/scorpio_planner.py) change a step
 without copying it: `guard` may reject waiting requests first, `decode_set` picks which decoding
@@ -34,6 +36,8 @@ class ContinuousPlanner(Planner):
         st = self.state
         plan = StepPlan(kind=StepKind.EXECUTE, start_s=now_s)
         head = st.waiting.peek(now_s)
+        if (target := st.swap_due(head)) is not None:
+            return self.load_plan(target, now_s)
         if st.model is None or (not st.running and head is not None and head.model != st.model):
             return self.load_plan(head.model, now_s) if head else StepPlan(StepKind.IDLE, now_s)
         self.guard(plan, now_s)

@@ -187,6 +187,13 @@ class SimEngineCore:
         assert self.tiers.active is not None
         return self.tiers.profiles[self.tiers.active]
 
+    def swap_to(self, model: str) -> None:
+        """The scheduler's swap (a ModelSwap `load`): make `model` active once the requests of
+        the active model placed before it are done (SchedulerState.swap_due)."""
+        if model not in self.tiers.profiles:
+            raise ValueError(f"instance {self.name} cannot serve model '{model}'")
+        self._state.swap_target = None if model == self.tiers.active else model
+
     def activate_model(self, model: str) -> None:
         if self._state.holds_gpu_kv():
             raise RuntimeError(f"instance {self.name}: model swap while requests hold GPU KV")

@@ -46,6 +46,8 @@ class StaticPlanner(Planner):
             return self._start_preformed(now_s)
         if not self.batch:
             head = st.waiting.peek(now_s)
+            if (target := st.swap_due(head)) is not None:
+                return self.load_plan(target, now_s)
             if head is None:
                 return StepPlan(StepKind.IDLE, now_s)
             if head.model != st.model:

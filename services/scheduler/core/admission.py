@@ -45,6 +45,7 @@ from services.scheduler.core.output import (
     BatchPlacement,
     ClusterOutput,
     Eviction,
+    ModelSwap,
     Placement,
     Rejection,
     Resume,
@@ -337,9 +338,9 @@ class AdmissionCore(ReplicaHealth):
     def _book(self, out: ClusterOutput) -> None:
         """Book the cluster core's decisions, in order: placements in the replicas' books (a
         queued one is also a dispatch for the shell), evictions and resumes as the replicas'
-        pending actions, rejections to be answered. Live replicas serve one model each and
-        take no swaps (a prewarm is nothing to do; an adapter load is the replica's own, when
-        the request placed after it arrives: services/replica/adapters.py)."""
+        pending actions, rejections to be answered, a model swap as the replica's pending
+        SwapModel (a prewarm is nothing to do; an adapter load is the replica's own, when the
+        request placed after it arrives: services/replica/adapters.py)."""
         now_s = out.now_s
         if self.record_outputs:
             self._outputs.append(out)
@@ -356,6 +357,8 @@ class AdmissionCore(ReplicaHealth):
                     self.replicas[name].book_eviction(ids)
                 case Resume(instance=name, request_ids=ids):
                     self.replicas[name].book_resume(ids)
+                case ModelSwap(instance=name, model=model, kind="load", adapter=None):
+                    self.replicas[name].book_swap(model)
 
     def _placed(self, request: Request, rep: LiveReplica, now_s: float, slice_tokens: int) -> None:
         rep.book(request, now_s, slice_tokens)

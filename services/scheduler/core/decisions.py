@@ -1,6 +1,7 @@
 """The decisions of one event as they are made: the builder of a `ClusterOutput`.
 
-Policies write every decision here (place, place a batch, reject, evict, resume, prewarm)
+Policies write every decision here (place, place a batch, reject, evict, resume, prewarm,
+swap)
 instead of acting on an instance. Decisions are numbered in the order they are made, and the
 builder keeps, per instance, what they will change once applied (`change`, `placed`, `state`),
 so a policy that reads an instance again in the same event (QLM pulls until the engine window
@@ -37,6 +38,8 @@ class _Pending:
     states: dict[str, RequestState] = field(default_factory=dict)
     """Where the decisions leave a request here ("waiting" placed or resumed, "evicted")."""
     prewarmed: list[str] = field(default_factory=list)
+    swap_to: str | None = None
+    """The model a swap decided in this event makes active (None: no swap decided)."""
     change: PendingChange = field(default_factory=PendingChange)
 
 
@@ -134,6 +137,14 @@ class Decisions:
         self._swaps.append(ModelSwap(next(self._order), name, model, "prewarm"))
         self._of(name).prewarmed.append(model)
 
+    def swap(self, instance: InstanceView | str, model: str) -> None:
+        """Make `model` the GPU-active model of `instance` (QLM's swap): the requests placed
+        there before finish on the model they run, then the engine loads `model`; requests of
+        `model` placed after it run once it is loaded."""
+        name = _name(instance)
+        self._swaps.append(ModelSwap(next(self._order), name, model, "load"))
+        self._of(name).swap_to = model
+
     def load_adapter(self, instance: InstanceView | str, model: str, adapter: str) -> None:
         """Load LoRA `adapter` of `model` on `instance` (a cheap swap: the engine stalls for
         it between steps); placements after it find it loaded."""
@@ -160,6 +171,11 @@ class Decisions:
     def prewarmed(self, instance: str) -> list[str]:
         p = self._pending.get(instance)
         return [] if p is None else list(p.prewarmed)
+
+    def swap_to(self, instance: str) -> str | None:
+        """The model a swap decided in this event makes active on `instance` (None: none)."""
+        p = self._pending.get(instance)
+        return None if p is None else p.swap_to
 
     def state(self, instance: InstanceView, request_id: str) -> RequestState | None:
         """Where `instance` will hold `request_id` once these decisions are applied."""

@@ -3,7 +3,7 @@
 Implements services.scheduler.core.cluster_view.InstanceView, so the same routers and global
 policies that run in the simulator place live requests. No prompt text, no network: the
 admission core books here what the cluster core decided (`book*`), and the shell carries out
-the evictions and resumes booked (`take_actions`: Evict / Resume RPCs).
+the evictions, resumes and swaps booked (`take_actions`: Evict / Resume / SwapModel RPCs).
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from shared.domain.engine import EngineStatus
 
 @dataclass(frozen=True, slots=True)
 class ReplicaAction:
-    """A decision the scheduler's shell must carry out on a replica (Evict / Resume RPC)."""
+    """A decision the scheduler's shell must carry out on a replica (Evict / Resume /
+    SwapModel RPC)."""
 
     application: str
-    kind: Literal["evict", "resume"]
+    kind: Literal["evict", "resume", "swap"]
     request_ids: tuple[str, ...]
+    model: str = ""
+    """A swap's model (the replica makes it active once the requests it holds are done)."""
 
 
 @dataclass
@@ -171,6 +174,12 @@ class LiveReplica:
         if ids:
             self.pending.append(ReplicaAction(self.application, "resume", tuple(ids)))
         return ids
+
+    def book_swap(self, model: str) -> None:
+        """The policy swapped this replica to `model` (sent by the shell as a SwapModel call)."""
+        if not self.serves(model):
+            raise ValueError(f"replica {self.application} does not serve model '{model}'")
+        self.pending.append(ReplicaAction(self.application, "swap", (), model))
 
     def take_actions(self) -> list[ReplicaAction]:
         """The decisions not yet carried out, oldest first; the caller now owns them."""

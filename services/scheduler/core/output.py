@@ -77,8 +77,9 @@ class Resume:
 @dataclass(frozen=True, slots=True)
 class ModelSwap:
     """Stage `model` on `instance`: `prewarm` keeps it in host memory so a later swap is warm;
-    `load` makes it GPU-active (the engine drains first). Adapter loads take the same shape
-    with `adapter` naming the adapter of `model`."""
+    `load` makes it GPU-active (QLM's swap): the requests placed there before it finish on the
+    model they run (nothing accepted is dropped), then the engine loads `model`. Adapter loads
+    take the same shape with `adapter` naming the adapter of `model`."""
 
     order: int
     instance: str

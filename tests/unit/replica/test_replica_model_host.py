@@ -188,3 +188,44 @@ def test_status_reports_the_model_being_loaded_during_a_swap():
     assert events == ["load A", "unload A", "load B"]
     assert (during.active_model, during.waiting, during.running) == ("B", 1, 0)
     assert (after.active_model, after.waiting) == ("B", 0)
+
+
+def test_a_swap_order_waits_for_running_requests_and_holds_later_ones_of_the_old_model():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B"], loader)
+        log: list[str] = []
+        release_a, release_late = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(serve(host, "A", log, release_a))
+        await asyncio.sleep(0.01)
+        host.swap_to("B")  # the scheduler's decision, no request of B yet
+        assert host.target == "B" and host.active == "A"
+        assert host.status().waiting == 0  # an order is no waiting request
+        late = asyncio.create_task(serve(host, "A", log, release_late))
+        await asyncio.sleep(0.01)
+        assert log == ["start A on A"]  # the later A request waits behind the order
+        release_a.set()
+        await a
+        await asyncio.sleep(0.01)
+        swapped_to_b = [s.to_model for s in host.swaps]
+        release_late.set()
+        await late
+        return loader.events, swapped_to_b, log, host
+
+    events, swapped_to_b, log, host = run(main())
+    assert swapped_to_b[0] == "B"  # swapped with nothing of B waiting
+    assert events == ["load A", "unload A", "load B", "unload B", "load A"]
+    assert log == ["start A on A", "end A", "start A on A", "end A"]  # nothing was lost
+    assert host.failed_requests == 0
+
+
+def test_a_swap_order_to_the_model_the_line_ends_on_is_nothing_to_do():
+    async def main():
+        host = ModelHost(["A", "B"], FakeLoader())
+        await host.start()
+        host.swap_to("A")
+        assert host.target == "A" and not host.swapping and host.swaps == []
+        with pytest.raises(ModelNotServed, match="valid: A, B"):
+            host.swap_to("C")
+
+    run(main())

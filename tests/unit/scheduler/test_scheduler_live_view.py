@@ -6,6 +6,7 @@ import pytest
 
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
+from services.scheduler.core.output import ClusterOutput, ModelSwap
 from services.scheduler.core.policies import create_global_policy
 from shared.domain import SLO, Request
 
@@ -93,3 +94,17 @@ def test_scheduler_live_qlm_cancelled_queued_request_leaves_the_queue() -> None:
     c.report("r7", 0, 0.5)  # the client went away before a replica pulled it
     assert c.queued == before - 1
     assert "r7" not in {r.request_id for r, _ in c.take_dispatched()}
+
+
+def test_scheduler_live_a_swap_decision_becomes_a_swap_model_action() -> None:
+    c = AdmissionCore(
+        [LiveReplica("replica-0", "cpu", "m", None, swap_profiles={"m2": None})],
+        create_global_policy("round-robin"),
+        "round-robin",
+        4,
+    )
+    c._book(ClusterOutput(0.0, swaps=(ModelSwap(0, "replica-0", "m2", "load"),)))
+    c._book(ClusterOutput(0.0, swaps=(ModelSwap(0, "replica-0", "m2", "prewarm"),)))
+    assert c.take_actions() == [ReplicaAction("replica-0", "swap", (), "m2")]  # prewarm: none
+    with pytest.raises(ValueError, match="does not serve model 'other'"):
+        c.replicas["replica-0"].book_swap("other")

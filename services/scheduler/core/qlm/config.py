@@ -10,6 +10,7 @@ from services.scheduler.core.fairness.config import TenancyConfig
 from services.scheduler.core.qlm.groups import GroupingConfig
 from services.scheduler.core.qlm.rwt_error import RWTErrorConfig
 from services.scheduler.core.qlm.solvers.config import GlobalSchedulerConfig
+from services.scheduler.core.qlm.swap_plan import SwapPlanConfig
 from services.scheduler.core.qlm.tight_classes import EvictionCostConfig, TightClassConfig
 
 
@@ -76,5 +77,7 @@ class QLMConfig(BaseModel):
     """Bands (strict criticality order), fairness between tenants (VTC) and shedding."""
     tight: TightClassConfig = TightClassConfig()
     """Direct dispatch of tight TTFT classes past the virtual queues (tight_classes.py)."""
+    swap_plan: SwapPlanConfig = SwapPlanConfig()
+    """When an instance swaps to the model of a queued group (swap_plan.py)."""
     eviction: EvictionCostConfig = EvictionCostConfig()
     """Whether eviction weighs the victims' re-prefill cost against the wait it saves."""

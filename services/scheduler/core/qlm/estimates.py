@@ -157,6 +157,13 @@ class QueueEstimator:
         inst = self.instances[name]
         return {m: inst.load_time_s(m) for m in models}
 
+    def swap_lead_s(self, inst: InstanceView, group: RequestGroup) -> float:
+        """From a swap decided on `inst` to `group` served there: the running batch's drain,
+        the group's model's load time and the group's own service (the SLO quantile)."""
+        drain = self._ready_and_drain(inst.name)[1]
+        rates = self._group_rates(inst.name, group)
+        return drain + inst.load_time_s(group.model) + self.rwt.service_s(self._load(group), rates)
+
     def estimates(self, name: str, point: bool = False) -> list[GroupEstimate]:
         """Every group's estimate on `name`'s queue; point=True: z = 0 (mean) instead of the
         SLO quantile."""

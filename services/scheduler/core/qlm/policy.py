@@ -28,6 +28,7 @@ from services.scheduler.core.qlm.rwt_error import RWTErrorTracker
 from services.scheduler.core.qlm.serving_operations import Placed, ServingOps
 from services.scheduler.core.qlm.shedding import Shedding
 from services.scheduler.core.qlm.solvers.global_scheduler import GlobalScheduler
+from services.scheduler.core.qlm.swap_plan import SwapPlan
 from services.scheduler.core.qlm.tight_classes import choose_direct, direct_candidates, is_tight
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
 from shared.domain import Request
@@ -77,7 +78,8 @@ class QLMPolicy(GlobalPolicy):
         self.estimator = QueueEstimator(self.cfg, self.grouper, self.vqs, self.instances)
         self.selector = GroupSelector(self.cfg.tenancy)
         """Bands, tenant fairness (VTC counters) and what the counters were charged."""
-        self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector)
+        swaps = SwapPlan(self.cfg.swap_plan, self.estimator.swap_lead_s)
+        self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector, swaps)
         self.shedding = Shedding(
             self.cfg.tenancy, self.grouper, self.estimator, self.instances, self._drop_queued
         )
@@ -107,6 +109,7 @@ class QLMPolicy(GlobalPolicy):
         est = self.lengths.estimate(request)
         self.estimator.observe_arrival(request, est.mean_tokens)
         self._models_seen.add(request.model)  # tight.single_model_only
+        self.ops.swap_plan.observe(request)
         tight = self.cfg.tight
         contended = self.selector.contended(request)  # tenants or bands to choose between
         direct = (
@@ -285,8 +288,10 @@ class QLMPolicy(GlobalPolicy):
             names = [n for n, i in self.instances.items() if i.serves(group.model)]
             if not names:
                 continue
-            if self.cfg.lso.balance:
-                target = min(names, key=lambda n: self.estimator.backlog_s(n, now_s))
+            if self.cfg.lso.balance:  # the shortest wait, counting a swap where one is needed
+                wait = self.estimator.backlog_s
+                swap = self.ops.swap_plan.placement_cost_s
+                target = min(names, key=lambda n: wait(n, now_s) + swap(self.instances[n], group))
             else:
                 target = names[self._rr % len(names)]
                 self._rr += 1
@@ -361,16 +366,10 @@ class QLMPolicy(GlobalPolicy):
         return True
 
     def _prewarm(self, out: Decisions) -> None:
-        if not self.cfg.lso.swap:
-            return
-        for name, inst in self.instances.items():
-            models: list[str] = []
-            for gid in self.vqs.order(name):
-                m = self.grouper.group(gid).model
-                if m not in models:
-                    models.append(m)
-            for m in models[1:3]:  # the next models after the head's stay warm (QLM §5)
-                out.prewarm(inst, m)
+        if self.cfg.lso.swap:
+            for name, inst in self.instances.items():
+                models = [self.grouper.group(gid).model for gid in self.vqs.order(name)]
+                self.ops.swap_plan.warm_next(inst, models, out)
 
     def _pull(self, inst: InstanceView, out: Decisions, now_s: float) -> None:
         self.ops.pull(inst, out, now_s, self._on_pulled, self.estimator.room_wait_s(inst.name))

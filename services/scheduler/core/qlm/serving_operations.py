@@ -2,8 +2,9 @@
 
 Pulling: while the engine holds fewer than `pull_window_requests` waiting requests, take the next
 request (FCFS) of the head group of the instance's virtual queue. A head group of another model is
-pulled too: the engine drains its batch and loads the model (the swap), and the planner has already
-batched groups by model so this happens once per run of groups.
+pulled too: the policy decides the swap (a ModelSwap), the engine drains its batch and loads the
+model, and the planner has already batched groups by model so this happens once per run of groups;
+swap_plan.py may hold a group of another model back until it is due.
 Eviction: when the head group's SLO is tighter than that of requests the instance already holds and
 the engine has no room (requests waiting, KV nearly full), evict the loosest of them - the most
 recently pulled first - until the head's next requests fit; their KV goes to host memory when that
@@ -21,6 +22,7 @@ from services.scheduler.core.decisions import Decisions
 from services.scheduler.core.fairness.selector import GroupSelector
 from services.scheduler.core.qlm.config import QLMConfig
 from services.scheduler.core.qlm.groups import Grouper, OutputEstimate, RequestGroup
+from services.scheduler.core.qlm.swap_plan import SwapPlan, SwapPlanConfig
 from services.scheduler.core.qlm.tight_classes import eviction_pays
 from services.scheduler.core.qlm.virtual_queues import VirtualQueues
 from shared.domain import Request
@@ -48,12 +50,15 @@ class ServingOps:
         grouper: Grouper,
         vqs: VirtualQueues,
         selector: GroupSelector | None = None,
+        swap_plan: SwapPlan | None = None,
     ) -> None:
         self.cfg = cfg
         self.grouper = grouper
         self.vqs = vqs
         self.selector = selector if selector is not None else GroupSelector(cfg.tenancy)
         """Bands and tenant fairness: which non-empty group of a queue is served next."""
+        self.swap_plan = swap_plan or SwapPlan(SwapPlanConfig(), lambda inst, group: 0.0)
+        """Which groups of other models an instance may serve, and its swap decisions."""
         self.placed: dict[str, dict[str, Placed]] = {}
         self.evicted: dict[str, list[str]] = {}
         self.evictions = 0
@@ -76,6 +81,7 @@ class ServingOps:
     def drop_instance(self, instance: str) -> list[Placed]:
         """Forget a lost instance; returns the requests it held, to be queued again."""
         self.evicted.pop(instance, None)
+        self.swap_plan.forget(instance)
         return list(self.placed.pop(instance, {}).values())
 
     def head(self, instance: str) -> RequestGroup | None:
@@ -86,9 +92,18 @@ class ServingOps:
         ]
         return self.selector.choose(groups)
 
-    def _steal(self, inst: InstanceView) -> RequestGroup | None:
+    def _next(self, inst: InstanceView, now_s: float) -> RequestGroup | None:
+        """The group `inst` serves next: the head of its queue among the groups the swap plan
+        lets it serve now (swap_plan.py)."""
+        groups = [
+            g for g in (self.grouper.group(gid) for gid in self.vqs.order(inst.name)) if g.size
+        ]
+        return self.selector.choose(self.swap_plan.servable(inst, groups, now_s))
+
+    def _steal(self, inst: InstanceView, now_s: float) -> RequestGroup | None:
         """An instance whose own queue is empty serves the most urgent head group of another
-        queue (load balancing without migrating running work). None when there is nothing."""
+        queue (load balancing without migrating running work) that the swap plan lets it
+        serve. None when there is nothing."""
         heads: list[RequestGroup] = []
         for other in self.vqs.names():
             if other == inst.name:
@@ -97,7 +112,7 @@ class ServingOps:
             if g is not None and inst.serves(g.model):
                 heads.append(g)
         heads.sort(key=lambda g: g.earliest_deadline_abs_s)
-        return self.selector.choose(heads)
+        return self.selector.choose(self.swap_plan.servable(inst, heads, now_s))
 
     def dispatch(
         self,
@@ -147,11 +162,10 @@ class ServingOps:
         if not self.cfg.lso.pull:
             return
         window = self.cfg.pull_window_requests
-        name = inst.name
         while True:
-            head = self.head(name)
+            head = self._next(inst, now_s)
             if head is None and self.cfg.lso.balance:
-                head = self._steal(inst)
+                head = self._steal(inst, now_s)
             if self._resume_one(inst, head, out):
                 continue
             if head is None:
@@ -165,10 +179,12 @@ class ServingOps:
                 ):
                     # room was made for the head: its next requests go in now, past the window
                     for _ in range(window):
-                        if head.size == 0:
+                        if head.size == 0 or not self.swap_plan.ready(inst, head, out):
                             break
                         self.dispatch(inst, head, head.head_request(), out, now_s, on_pulled)
                 return
+            if not self.swap_plan.ready(inst, head, out):
+                return  # the old model's waiting requests run first
             self.dispatch(inst, head, head.head_request(), out, now_s, on_pulled)
 
     def _resume_one(self, inst: InstanceView, head: RequestGroup | None, out: Decisions) -> bool:

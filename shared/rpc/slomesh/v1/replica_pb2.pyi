@@ -84,3 +84,9 @@ class RequestIds(_message.Message):
 class StatusQuery(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ModelSwapOrder(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    def __init__(self, model: _Optional[str] = ...) -> None: ...

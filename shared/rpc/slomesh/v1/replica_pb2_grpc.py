@@ -55,6 +55,11 @@ class ReplicaStub:
                 request_serializer=slomesh_dot_v1_dot_replica__pb2.StatusQuery.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_common__pb2.ReplicaState.FromString,
                 _registered_method=True)
+        self.SwapModel = channel.unary_unary(
+                '/slomesh.v1.Replica/SwapModel',
+                request_serializer=slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.FromString,
+                _registered_method=True)
 
 
 class ReplicaServicer:
@@ -88,6 +93,14 @@ class ReplicaServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SwapModel(self, request, context):
+        """Make another of the replica's models active (QLM's model swap, the scheduler's decision):
+        the requests it holds finish first, then the engine loads the model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +123,11 @@ def add_ReplicaServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=slomesh_dot_v1_dot_replica__pb2.StatusQuery.FromString,
                     response_serializer=slomesh_dot_v1_dot_common__pb2.ReplicaState.SerializeToString,
+            ),
+            'SwapModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SwapModel,
+                    request_deserializer=slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.FromString,
+                    response_serializer=slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +238,33 @@ class Replica:
             '/slomesh.v1.Replica/Status',
             slomesh_dot_v1_dot_replica__pb2.StatusQuery.SerializeToString,
             slomesh_dot_v1_dot_common__pb2.ReplicaState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SwapModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Replica/SwapModel',
+            slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.SerializeToString,
+            slomesh_dot_v1_dot_replica__pb2.ModelSwapOrder.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,136 @@
+"""When an instance swaps models (QLM's swap operation, a `ModelSwap` decision of the policy).
+
+QLM pulls its virtual queue's head group whatever its model, so the instance swaps as soon as a
+group of another model heads the queue. Where a swap costs tens of seconds (an engine restart
+on a CPU replica) and the queue interleaves models (a tight class on the active model, a loose
+one on a model loaded nowhere), that swaps back and forth on every lull: each swap serves a few
+requests and delays the next ones of the model it left.
+
+With `defer` on, an instance keeps the model it has (or was last swapped to) while the queued
+groups of other models can still wait: a group of another model is served only once it is
+*due*, when its slack has shrunk to what the swap needs before the group can start
+(`lead_s`: the drain of the running batch + the model's load time + the group's own service +
+`margin_s`). By then every request of that model queued so far rides the one swap, and the
+instance serves the model's queued groups (`planned`) until a group of another model is due in
+turn. The swap is decided only once the engine holds no waiting request of the old model, so
+the requests placed before it finish on the model they were placed for and none waits on the
+other side of two swaps. Off: QLM's order (the head group's model, at once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.decisions import Decisions
+from services.scheduler.core.qlm.groups import RequestGroup
+from shared.domain import Request
+
+
+class SwapPlanConfig(BaseModel):
+    """When the policy swaps an instance to the model of a queued group (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    defer: bool = False
+    """Serve a group of a model other than the instance's only once it is due (its slack down
+    to the swap's lead time); the swap then serves every queued group of that model. Off: the
+    head group's model is swapped to as soon as it heads the queue (QLM's pull order)."""
+    defer_min_slo_fraction: float = Field(0.5, ge=0)
+    """Defer only a swap whose round trip (load the group's model, then the planned one back)
+    takes at least this fraction of the tightest TTFT SLO seen for the planned model: a cheaper
+    one does not put that model's next requests at risk, so it is taken in QLM's order (a GPU
+    swap from host memory takes seconds; an engine restart on a CPU replica tens of them)."""
+    margin_s: float = Field(5.0, ge=0)
+    """Slack kept beyond the lead time (seconds): the swap is decided this much before the group
+    would otherwise start too late."""
+
+
+LeadTime = Callable[[InstanceView, RequestGroup], float]
+"""Seconds from deciding a swap on an instance to the group's first request starting there."""
+
+
+class SwapPlan:
+    def __init__(self, cfg: SwapPlanConfig, lead_s: LeadTime) -> None:
+        self.cfg = cfg
+        self.lead_s = lead_s
+        self._planned: dict[str, str] = {}
+        self._tightest_s: dict[str, float] = {}
+        """The tightest TTFT SLO of the requests seen, per model (seconds)."""
+        self.swaps = 0
+        """ModelSwap decisions made."""
+
+    def planned(self, inst: InstanceView) -> str | None:
+        """The model `inst` serves once its decided swaps are done (its active one if none)."""
+        active = inst.status().active_model
+        planned = self._planned.get(inst.name)
+        if planned is not None and planned == active:  # the swap is done
+            del self._planned[inst.name]
+        return planned or active
+
+    def observe(self, request: Request) -> None:
+        """An arrival: its model's tightest TTFT SLO so far."""
+        seen = self._tightest_s.get(request.model, math.inf)
+        self._tightest_s[request.model] = min(seen, request.slo.ttft_deadline_s)
+
+    def deferred(self, inst: InstanceView, group: RequestGroup, model: str) -> bool:
+        """Whether `inst`, planned on `model`, holds back `group` (of another model) until due."""
+        there = inst.load_time_s(group.model)
+        try:  # back: from host memory, where the swap leaves `model`
+            p = inst.profile(model)
+            back = p.weight_bytes / p.swap_bytes_s
+        except ValueError:  # no profile (a live replica): as long as the way there
+            back = there
+        return there + back >= self.cfg.defer_min_slo_fraction * self._tightest_s.get(model, 0.0)
+
+    def forget(self, instance: str) -> None:
+        self._planned.pop(instance, None)
+
+    def due(self, inst: InstanceView, group: RequestGroup, now_s: float) -> bool:
+        """Whether `group` must start its swap now on `inst` to meet its earliest deadline."""
+        slack = group.earliest_deadline_abs_s - now_s
+        return slack <= self.lead_s(inst, group) + self.cfg.margin_s
+
+    def servable(
+        self, inst: InstanceView, groups: list[RequestGroup], now_s: float
+    ) -> list[RequestGroup]:
+        """The groups `inst` may serve next: those of its planned model, and with `defer` off
+        or once due, those of another model."""
+        model = self.planned(inst)
+        if not self.cfg.defer or model is None:
+            return groups
+        return [
+            g
+            for g in groups
+            if g.model == model or not self.deferred(inst, g, model) or self.due(inst, g, now_s)
+        ]
+
+    def placement_cost_s(self, inst: InstanceView, group: RequestGroup) -> float:
+        """What queueing `group` on `inst` adds for the swap it needs there (with `defer`: the
+        model's load time unless `inst` has or is swapping to the group's model; else 0)."""
+        if not self.cfg.defer or self.planned(inst) == group.model:
+            return 0.0
+        return inst.load_time_s(group.model)
+
+    def warm_next(self, inst: InstanceView, models: list[str], out: Decisions) -> None:
+        """Keep the next models after the head's (those of `inst`'s queue, in order) warm in
+        host memory (QLM §5)."""
+        for m in list(dict.fromkeys(models))[1:3]:
+            out.prewarm(inst, m)
+
+    def ready(self, inst: InstanceView, group: RequestGroup, out: Decisions) -> bool:
+        """Whether `group`'s requests may be placed on `inst` now; decides the swap when its
+        model is not the planned one (and, with `defer`, only once the engine holds no waiting
+        request of the old model: those run first)."""
+        model = self.planned(inst)
+        if group.model == model or model is None:
+            return True
+        if self.cfg.defer and inst.status().waiting > 0:
+            return False
+        out.swap(inst, group.model)
+        self._planned[inst.name] = group.model
+        self.swaps += 1
+        return True

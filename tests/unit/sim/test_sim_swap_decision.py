@@ -1,0 +1,85 @@
+"""A swap is the scheduler's decision (a ModelSwap `load`): the simulated engine finishes the
+requests placed before it on the old model, then loads the new one, even with nothing of the new
+model queued yet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.replica.core.outputs import StepKind
+from services.scheduler.core.decisions import Decisions
+from shared.domain import SLO, Request
+from slomesh.bench.scenarios import SCENARIOS
+from slomesh.sim.applier import SimApplier
+from slomesh.sim.instance import SimInstance
+from slomesh.sim.simulator import Simulator
+from slomesh.stacks import STACKS
+
+
+@dataclass
+class _Host:
+    kicked: list[str] = field(default_factory=list)
+
+    def kick(self, inst: SimInstance, now_s: float) -> None:
+        self.kicked.append(inst.name)
+
+    def reject(self, request: Request, reason: str, now_s: float) -> None:
+        raise AssertionError(reason)
+
+    def record_placement(self, request_id: str, instance: str) -> None:
+        pass
+
+    def too_large(self, request: Request, reason: str, instance: str, now_s: float) -> None:
+        raise AssertionError(reason)
+
+
+def _instance() -> SimInstance:
+    sc = SCENARIOS.create("many-models")
+    sim = Simulator(sc.cluster, STACKS.create("vllm-fcfs"), [])
+    return sim.instances[0]
+
+
+def _req(rid: str, model: str) -> Request:
+    return Request(rid, model, 64, 4, 0.0, SLO(60.0), true_output_tokens=4)
+
+
+def _run(inst: SimInstance, now_s: float) -> list[tuple[StepKind, str | None]]:
+    """Step the engine until it is idle; the kind of each step and the model it loaded."""
+    steps = []
+    for _ in range(200):
+        plan = inst.core.schedule(now_s)
+        if plan.kind is StepKind.IDLE:
+            break
+        steps.append((plan.kind, plan.load_model))
+        inst.core.update(plan)
+        now_s = plan.end_s
+    return steps
+
+
+def test_a_swap_decision_runs_the_old_models_requests_first_then_loads() -> None:
+    inst = _instance()
+    host = _Host()
+    applier = SimApplier(host)
+    applier.add_instance(inst)
+    out = Decisions(0.0)
+    out.place(_req("a1", "tiny-llama"), inst)
+    out.swap(inst, "tiny-llama-c")
+    assert out.swap_to(inst.name) == "tiny-llama-c"
+    applier.apply(out.build())
+    assert host.kicked == [inst.name, inst.name]
+    steps = _run(inst, 0.0)
+    loads = [m for k, m in steps if k is StepKind.LOAD_MODEL]
+    assert loads == ["tiny-llama-c"]  # swapped with nothing of tiny-llama-c queued
+    assert steps[-1] == (StepKind.LOAD_MODEL, "tiny-llama-c")  # after a1's steps
+    assert inst.core.sequence("a1") is None or inst.core.sequence("a1").is_done
+    assert inst.status().active_model == "tiny-llama-c" and inst.core.model_swaps == 1
+
+
+def test_a_swap_to_the_active_model_is_nothing_to_do() -> None:
+    inst = _instance()
+    applier = SimApplier(_Host())
+    applier.add_instance(inst)
+    out = Decisions(0.0)
+    out.swap(inst, "tiny-llama")
+    applier.apply(out.build())
+    assert _run(inst, 0.0) == [] and inst.core.model_swaps == 0
