@@ -6,8 +6,8 @@ waiting-time estimator's R² on both sides (slomesh/bench/agree/).
 Live (slomesh/cli/bench_agree_live.py): each stack on a fresh mesh of deploy/ray/local.yaml
 started as `slomesh up --stack S` would (the mesh's own overload protections lifted above the
 trace, so only SLOs and the stack reject, as in the simulator), one at a time under the host's
-live lock; before the first stack's trace a low-rate calibration trace calibrates the profile.
-Sim, after the live runs: the same requests, replica count, engine limits and stack on
+live lock; before the first stack's trace a calibration trace calibrates the profile.
+Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
 `ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given). Reports and
 exits 0; it does not assert the targets.
 """

@@ -8,7 +8,7 @@ release the lock. Every stack gets a fresh mesh, even where the engine arguments
 are the same: the trace's prompts are the same for every stack, and a reused vLLM engine would
 serve the second stack's prefills from the first stack's prefix cache.
 
-Before the first stack's trace its mesh serves the calibration trace (a low rate, its own seed),
+Before the first stack's trace its mesh serves the calibration trace (its own seed),
 on which the simulator's profile is calibrated (slomesh/bench/agree/calibrate.py).
 
 The client runs in this process at a raised CPU priority while it replays (`client_nice`, after

@@ -3,8 +3,9 @@
 The published profile was measured with one vLLM engine alone; on the live mesh every token
 also pays the control plane's CPU (the replicas' vLLM front ends, the relay, the ingress, the
 scheduler) on the same cores, and every request the hops before its engine sees it. So before
-the first stack's measured trace, a short low-rate calibration trace (the same classes, its own
-seed: no prompt the measured trace sends) runs on that stack's mesh, and the profile is
+the first stack's measured trace, a short calibration trace (the same classes, its own seed: no
+prompt the measured trace sends; at `--calibrate-rate`, which may be the trace's own rate, so the
+control plane's cost at that load shows) runs on that stack's mesh, and the profile is
 calibrated on what it delivered exactly as `bench-goodput` calibrates its simulator
 (slomesh/bench/goodput/sim.py `calibrate`): step times scaled by the live median TPOT over the
 simulated one, the live median TTFT left over becomes the profile's submit overhead.

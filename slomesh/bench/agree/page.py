@@ -161,10 +161,14 @@ def render(data: Mapping[str, Any]) -> str:
         "replayed on the live mesh (vLLM CPU replicas of the tiny model, each stack on a fresh "
         "mesh started as `slomesh up --stack` starts it, the mesh's own overload protections "
         "lifted: slomesh/cli/bench_agree_live.py) and on the simulator (the replicas' measured "
-        "CPU profile, calibrated on a low-rate trace served by the first stack's mesh: "
+        "CPU profile, calibrated on a calibration trace of its own seed served by the first "
+        "stack's mesh: "
         "slomesh/bench/agree/calibrate.py); attainment is the share of requests that met their "
         "SLO (rejections count as misses). The host is shared: its 1-minute load average around "
-        "each live run is listed, and load slows the live replicas, not the simulated ones.",
+        "each live run is listed, and load slows the live replicas, not the simulated ones. "
+        "Not simulated: the ingress's lease fast path (services/ingress/fast_path.py), which "
+        "places a request on the replica with the most credit left, not by the stack's placer, "
+        "while nothing waits in the global queue and a replica has a free seat.",
         "",
         f"Trace: {trace['requests']} requests at {trace['rate']:g}/s (Poisson), seed "
         f"{trace['seed']}, classes `{trace['classes']}` (name:weight:TTFT s:output tokens:"
