@@ -75,7 +75,7 @@ class FlowControlPolicy(GlobalPolicy):
         self.router = router
         self.flow = flow
         self.admitter = admitter
-        self.supports_leases = flow is None
+        self.supports_leases = flow is None and router.fast_path_agrees
         self._bands: dict[int, list[Request]] = {}
         self._instances: Sequence[InstanceView] = ()
 

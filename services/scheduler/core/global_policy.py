@@ -74,10 +74,9 @@ class GlobalPolicy(ABC):
 class RoutingPolicy(GlobalPolicy):
     """Send each arrival straight to one eligible instance chosen by a router."""
 
-    supports_leases = True
-
     def __init__(self, router: Router) -> None:
         self.router = router
+        self.supports_leases = router.fast_path_agrees
 
     def on_arrival(
         self,

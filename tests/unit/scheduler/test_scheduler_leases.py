@@ -4,6 +4,8 @@ admission core and the policy's books (QLM evicts and finishes them as any place
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.scheduler.core.admission import AdmissionCore
@@ -82,7 +84,7 @@ def test_free_seats_only_with_headroom(
         ),
     ],
 )
-def test_lease_book_grants(steps: list[tuple], want: dict[str, int]) -> None:
+def test_lease_book_grants(steps: list[tuple[Any, ...]], want: dict[str, int]) -> None:
     book = LeaseBook(LeaseConfig(max_credits=4, ttl_ms=500))
     got: dict[str, int] = {}
     for step in steps:
@@ -106,7 +108,7 @@ def test_reserved_seats_are_never_granted_twice() -> None:
     assert book.reserved("a", 1.5) == 0  # all expired
 
 
-@pytest.mark.parametrize("policy", ["qlm", "least-loaded", "round-robin"])
+@pytest.mark.parametrize("policy", ["qlm", "least-loaded", "pow2"])
 def test_leased_placement_is_recorded_and_finished(policy: str) -> None:
     r = rep("replica-0", seats=4)
     core = AdmissionCore([r], create_global_policy(policy), policy, 64)
@@ -143,3 +145,13 @@ def test_batching_policy_takes_no_leases() -> None:
     core = AdmissionCore([r], create_global_policy("batching", {"lengths": "true"}), "batching", 64)
     assert not core.place_leased(req("f1"), "replica-0", 0.0)
     assert r.in_flight == {}
+
+
+def test_round_robin_takes_no_leases() -> None:
+    """The fast path places on the freest replica; round-robin ignores load, so with leases its
+    live placements would not be the stack's (nor the simulator's): it places every request."""
+    r = rep("replica-0")
+    core = AdmissionCore([r], create_global_policy("round-robin"), "round-robin", 64)
+    assert not core.place_leased(req("f1"), "replica-0", 0.0)
+    assert r.in_flight == {}
+    assert create_global_policy("least-loaded").supports_leases

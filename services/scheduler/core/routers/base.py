@@ -16,6 +16,12 @@ class Router(ABC):
     name: ClassVar[str]
     params_model: ClassVar[type[BaseModel] | None] = None
     """The router's parameters (a stack's `placer` params); None: it takes none."""
+    fast_path_agrees: ClassVar[bool] = True
+    """Whether the ingress's lease fast path may place for this router: while a replica has a
+    free seat the fast path puts a request on the replica with the most credit left (the
+    freest), the choice a load-aware router makes there too. False for a router whose choice
+    ignores load (round-robin): live, its requests then always take the full path and it
+    places each one, as the stack says and as the simulator (which has no fast path) runs it."""
 
     @classmethod
     def build(cls, params: dict[str, Any] | None = None) -> Router:

@@ -11,6 +11,7 @@ from shared.domain import Request
 
 class RoundRobinRouter(Router):
     name = "round-robin"
+    fast_path_agrees = False
 
     def __init__(self) -> None:
         self._next: dict[str, int] = {}
