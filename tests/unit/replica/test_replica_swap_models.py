@@ -82,3 +82,25 @@ def test_model_args_put_the_swap_models_settings_over_the_replicas():
     assert (b.model, b.swap_models) == ("b", {})
     assert b.vllm == {"model": "/m/b", "served_model_name": "b", "max_num_seqs": 4}
     assert model_args(args, "a").vllm == args.vllm
+
+
+def test_the_schedulers_swap_model_call_swaps_with_nothing_of_the_model_asked_for():
+    async def main():
+        replica = ReplicaDeployment.func_or_class(dict(ARGS))
+        await replica.Status(replica_pb2.StatusQuery())
+        reply = await replica.SwapModel(replica_pb2.ModelSwapOrder(model="mistral-7b"))
+        for _ in range(200):  # the swap runs in the background (a simulated load time)
+            if replica._host.swaps:
+                break
+            await asyncio.sleep(0.01)
+        after = await replica.Status(replica_pb2.StatusQuery())
+        served = await collect(replica, "mistral-7b", "r1")
+        with pytest.raises(ValueError, match="not served by this replica"):
+            await replica.SwapModel(replica_pb2.ModelSwapOrder(model="other"))
+        return reply, after, served, replica._host
+
+    reply, after, served, host = asyncio.run(main())
+    assert reply.model == "mistral-7b"
+    assert after.active_model == "mistral-7b"
+    assert served[-1].finished
+    assert [(s.from_model, s.to_model) for s in host.swaps] == [("llama-3.1-8b", "mistral-7b")]
