@@ -254,7 +254,11 @@ class SchedulerDeployment(ShardMember):
                 self._dispatch()
 
     def _queue_report(self, application: str, state: common_pb2.ReplicaState) -> None:
-        """A replica's queue as the TTFT guard reads it (core/ttft_admission.py)."""
+        """A replica's queue as the TTFT guard reads it (core/ttft_admission.py), and the
+        adapters it holds as adapter-aware placement reads them (core/adapter_affinity.py)."""
+        replica = self.core.replicas.get(application)
+        if replica is not None:
+            replica.adapters = tuple(state.loaded_adapters)
         report = QueueReport(
             state.waiting,
             state.running,

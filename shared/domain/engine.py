@@ -100,3 +100,5 @@ class EngineStatus:
     deadline_ordered: bool = False
     """The engine serves waiting requests earliest TTFT deadline first (EDF queues): a new
     request waits only behind the waiting requests due before it."""
+    loaded_adapters: tuple[str, ...] = ()
+    """The LoRA adapters the engine holds now, least recently used first."""

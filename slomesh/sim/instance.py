@@ -72,6 +72,7 @@ class SimInstance:
             pending_prefill_tokens=st.pending_prefill_tokens + change.prefill_tokens,
             waiting_prefill=st.waiting_prefill,
             deadline_ordered=st.deadline_ordered,
+            loaded_adapters=st.loaded_adapters,
         )
 
     def holds(self, request_id: str) -> RequestState | None:

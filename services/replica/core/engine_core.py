@@ -216,6 +216,7 @@ class SimEngineCore:
             pending_prefill_tokens=st.uncomputed,
             waiting_prefill=waiting_prefill(st.waiting.sequences()) if listed else (),
             deadline_ordered=ordered,
+            loaded_adapters=tuple(self.adapters),
         )
 
 

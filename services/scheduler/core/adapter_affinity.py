@@ -3,8 +3,9 @@
 A request naming an adapter runs fastest where the adapter is loaded; elsewhere the replica
 loads it first (a cheap swap: an adapter is megabytes, not a model's gigabytes) and unloads the
 least recently used one when its slots are full. For such a request each eligible replica i
-gets, from the adapter index (which adapters each replica is believed to hold, updated from
-every placement, LRU within the replica's slots) and its hardware profile:
+gets, from the adapter index (which adapters each replica holds: what its state reports,
+`EngineStatus.loaded_adapters`, plus the adapters of requests placed there since that report
+changed, which the replica loads when they arrive) and its hardware profile:
 
     loaded_i  = the adapter is in i's index
     load_i    = 0 if loaded_i else load_s                     the adapter load, planned
@@ -78,28 +79,40 @@ class AdapterScore:
 
 
 class AdapterIndex:
-    """Which adapters each replica is believed to hold, least recently used first."""
+    """Which adapters each replica holds: the ones it reported (its status' loaded_adapters)
+    and, until its report changes, the ones placed there since (least recently used first,
+    at most `slots`: a replica unloads its least recently used adapter to load another)."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
-        self._held: dict[str, OrderedDict[str, None]] = {}
+        self._reported: dict[str, tuple[str, ...]] = {}
+        self._placed: dict[str, OrderedDict[str, None]] = {}
+
+    def observe(self, replica: str, loaded: tuple[str, ...]) -> None:
+        """`replica`'s state reports `loaded`: a changed report replaces what was placed."""
+        if self._reported.get(replica, ()) != loaded:
+            self._reported[replica] = loaded
+            self._placed.pop(replica, None)
 
     def holds(self, replica: str, adapter: str) -> bool:
-        return adapter in self._held.get(replica, ())
+        return adapter in self.adapters(replica)
 
     def adapters(self, replica: str) -> list[str]:
-        return list(self._held.get(replica, ()))
+        held = dict.fromkeys(self._reported.get(replica, ()))
+        for adapter in self._placed.get(replica, ()):
+            held.pop(adapter, None)
+            held[adapter] = None
+        return list(held)[-self.slots :]
 
     def record(self, replica: str, adapter: str) -> None:
-        """`adapter` is (being) loaded on `replica`: most recently used there now."""
-        held = self._held.setdefault(replica, OrderedDict())
-        held[adapter] = None
-        held.move_to_end(adapter)
-        while len(held) > self.slots:
-            held.popitem(last=False)
+        """A request with `adapter` was placed on `replica`: it loads it there if need be."""
+        placed = self._placed.setdefault(replica, OrderedDict())
+        placed[adapter] = None
+        placed.move_to_end(adapter)
 
     def drop_replica(self, replica: str) -> None:
-        self._held.pop(replica, None)
+        self._reported.pop(replica, None)
+        self._placed.pop(replica, None)
 
 
 class AdapterAffinity:
@@ -123,6 +136,7 @@ class AdapterAffinity:
         slack = request.ttft_deadline_abs_s - now_s
         out = []
         for inst in eligible:
+            self.index.observe(inst.name, inst.status().loaded_adapters)
             prefill = prefill_model(inst, request.model, self.prefill_cfg)
             loaded = self.index.holds(inst.name, request.adapter)
             load = 0.0 if loaded else self.cfg.load_s

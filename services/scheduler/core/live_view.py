@@ -57,6 +57,9 @@ class LiveReplica:
     active: str = ""
     """The model the replica has active, or is swapping to (its Status' active_model); "":
     `model`, the one it starts on."""
+    adapters: tuple[str, ...] = ()
+    """The LoRA adapters the replica reported loaded (its latest state's loaded_adapters),
+    least recently used first."""
 
     @property
     def name(self) -> str:
@@ -120,6 +123,7 @@ class LiveReplica:
             + change.output_tokens,
             pending_prefill_tokens=sum(r.input_tokens for r in self.in_flight.values())
             + change.prefill_tokens,
+            loaded_adapters=self.adapters,
         )
 
     def holds(self, request_id: str) -> RequestState | None:

@@ -52,6 +52,7 @@ def test_a_batch_runs_at_most_the_slots_in_adapters(adapters, slots, first_step,
     for step in steps:
         assert len({by_id[r] for r in step} - {None}) <= slots
     assert core.adapter_loads == loads and list(core.adapters) == held
+    assert core.status().loaded_adapters == tuple(held)  # what the scheduler reads
 
 
 def test_skipped_requests_keep_their_place_in_the_queue():

@@ -72,6 +72,7 @@ class FakeInstance:
     resumed_ids: list[str] = field(default_factory=list)
     prewarmed: list[str] = field(default_factory=list)
     load_times_s: dict[str, float] = field(default_factory=dict)
+    loaded_adapters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _FAKES[self.name] = self
@@ -97,6 +98,7 @@ class FakeInstance:
             st.kv_total_blocks,
             st.outstanding_output_tokens,
             st.pending_prefill_tokens,
+            loaded_adapters=st.loaded_adapters,
         )
 
     @property
@@ -120,6 +122,7 @@ class FakeInstance:
             kv_total_blocks=100,
             outstanding_output_tokens=self.outstanding_output_tokens,
             pending_prefill_tokens=self.pending_prefill_tokens,
+            loaded_adapters=self.loaded_adapters,
         )
 
     def submit(self, request: Request, now_s: float) -> None:

@@ -1,4 +1,5 @@
-"""LoRA-adapter-aware placement: the adapter index (LRU within the slots), the score trading
+"""LoRA-adapter-aware placement: the adapter index (what replicas report loaded, and what was
+placed since; LRU within the slots), the score trading
 affinity against slack (a table of cases), the pinned policy planning an adapter load as a
 cheap swap and learning every placement, and the `rwt-adapter` placer plugin."""
 
@@ -29,6 +30,26 @@ def test_scheduler_adapter_index_is_lru_within_the_slots() -> None:
     assert index.holds("r0", "a") and not index.holds("r0", "b") and not index.holds("r1", "a")
     index.drop_replica("r0")
     assert index.adapters("r0") == []
+
+
+def test_scheduler_adapter_index_takes_what_replicas_report() -> None:
+    index = AdapterIndex(slots=2)
+    index.observe("r0", ("a", "b"))
+    assert index.adapters("r0") == ["a", "b"]
+    index.record("r0", "c")  # placed: r0 loads c, unloading a (least recently used)
+    index.observe("r0", ("a", "b"))  # the same report again: c is still on its way
+    assert index.adapters("r0") == ["b", "c"]
+    index.observe("r0", ("d",))  # a new report is the truth: what was placed is settled
+    assert index.adapters("r0") == ["d"] and not index.holds("r0", "c")
+
+
+def test_scheduler_adapter_affinity_reads_the_replicas_loaded_adapters(fakes) -> None:
+    insts = [fakes.instance("i0"), fakes.instance("i1", loaded_adapters=("sql",))]
+    aff = AdapterAffinity(AdapterAffinityConfig(enabled=True))  # nothing placed yet
+    best = aff.choose(req("r", "sql"), insts, 0.0)
+    assert best is not None and (best.replica, best.loaded) == ("i1", True)
+    insts[1].loaded_adapters = ("poem",)  # i1 unloaded sql since: loaded nowhere now
+    assert aff.choose(req("r2", "sql"), insts, 0.0) is None
 
 
 # pending prefill tokens per replica (the fakes prefill 10,000 tokens/s: 10,000 tokens is 1 s
@@ -106,3 +127,18 @@ def test_scheduler_rwt_adapter_placer_plugin_resolves_to_both_affinities() -> No
     assert isinstance(policy.inner, PrefixPinnedPolicy)
     with pytest.raises(ValueError, match="bogus"):
         create_global_policy("qlm", {"adapter": {"bogus": 1}})
+
+
+def test_scheduler_shell_keeps_the_adapters_a_replica_reports() -> None:
+    import asyncio
+
+    from shared.rpc.slomesh.v1 import common_pb2
+    from tests.unit.scheduler.test_scheduler_readiness import _scheduler
+
+    async def run() -> tuple[str, ...]:
+        sched, _ = _scheduler(up=set())
+        ref = common_pb2.ReplicaRef(application="replica-0", gpu="A100-80GB")
+        sched.UpdateReplica(common_pb2.ReplicaState(replica=ref, loaded_adapters=["sql", "poem"]))
+        return sched.core.replicas["replica-0"].status().loaded_adapters
+
+    assert asyncio.run(run()) == ("sql", "poem")
