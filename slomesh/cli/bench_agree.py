@@ -41,7 +41,13 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.cli.bench_agree_live import LiveResults, qlm_options, replicas_of, run_live
+from slomesh.cli.bench_agree_live import (
+    LiveResults,
+    qlm_options,
+    replicas_of,
+    run_live,
+    with_replicas,
+)
 from slomesh.cli.errors import UsageError
 from slomesh.launch import mesh
 from slomesh.stacks import STACKS
@@ -68,6 +74,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=DEFAULT_CLASSES,
         help="name:weight:ttft_s:output_tokens:prompt_min-prompt_max,... "
         f"(default {DEFAULT_CLASSES})",
+    )
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=2,
+        help="vLLM replicas (both sides): copies of deploy/ray/local.yaml's first replica",
     )
     p.add_argument("--max-num-seqs", type=int, default=2, help="seats per replica (both sides)")
     p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="per-step budget")
@@ -113,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if len(args.policies) < 2 and args.page is None:
         raise UsageError("--stacks: give at least 2 stacks to rank (or --page to rank there)")
-    if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1:
-        raise UsageError("--max-num-seqs and --max-num-batched-tokens must be >= 1")
+    if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1 or args.replicas < 1:
+        raise UsageError("--replicas, --max-num-seqs and --max-num-batched-tokens must be >= 1")
     stacks = {p: STACKS.create(p) for p in args.policies}
     spec = AgreeWorkloadSpec(
         classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
@@ -127,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         )
         calibration = generate_agree_workload(cal_spec, args.seed + 1)
     profile = load_profiles(args.profile)[0]
-    replicas = replicas_of(mesh.load_config(mesh.CONFIGS["vllm"]))
+    replicas = replicas_of(with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas))
     out = args.out or Path("runs/bench-agree")
     out.mkdir(parents=True, exist_ok=True)
     engine = EngineConfig(
@@ -191,6 +203,7 @@ def _command(args: argparse.Namespace) -> str:
         f"--rate {args.rate:g}",
         f"--seed {args.seed}",
         f"--classes {args.classes}",
+        f"--replicas {args.replicas}",
         f"--max-num-seqs {args.max_num_seqs}",
         f"--max-num-batched-tokens {args.max_num_batched_tokens}",
     ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -68,7 +69,8 @@ def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) 
     reject, as in the simulator: the proxy queue, the ingress's concurrency, admission wait,
     delivered-latency guard and rejection hold-off, the scheduler's in-flight cap and global-queue
     wait."""
-    config = _with_seats(mesh.load_config(mesh.CONFIGS["vllm"]), args.max_num_seqs)
+    config = with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
+    config = _with_seats(config, args.max_num_seqs)
     config = mesh.with_profiles(config, [args.profile])
     config = apply_stack(config, load_stack(policy))
     loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
@@ -90,6 +92,31 @@ def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) 
             if a.get("policy") == "qlm":
                 a["policy_options"] = qlm_options(args, a["policy_options"])
     return config
+
+
+def with_replicas(config: dict[str, Any], replicas: int | None) -> dict[str, Any]:
+    """`config` with `replicas` copies of its first vLLM replica application (replica-0,
+    replica-1, ...) in the scheduler's replica list too; None: as it is."""
+    if replicas is None:
+        return config
+    apps = config["applications"]
+    first = next(a for a in apps if a["name"].startswith("replica-"))
+    copies = []
+    for k in range(replicas):
+        app = copy.deepcopy(first)
+        app["name"] = f"replica-{k}"
+        app["route_prefix"] = f"/replica-{k}"
+        app["args"]["application"] = f"replica-{k}"
+        copies.append(app)
+    rest = [a for a in apps if not a["name"].startswith("replica-")]
+    out = {**config, "applications": copies + rest}
+    for app in rest:
+        if app["name"] == "scheduler":
+            entry = dict(app["args"]["replicas"][0])
+            app["args"]["replicas"] = [
+                {**entry, "application": f"replica-{k}"} for k in range(replicas)
+            ]
+    return out
 
 
 def replicas_of(config: dict[str, Any]) -> int:

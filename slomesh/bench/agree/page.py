@@ -29,6 +29,7 @@ TRACE_KEYS = (
     "rate",
     "seed",
     "classes",
+    "replicas",
     "max_num_seqs",
     "max_num_batched_tokens",
     "profile",
@@ -172,7 +173,7 @@ def render(data: Mapping[str, Any]) -> str:
         "",
         f"Trace: {trace['requests']} requests at {trace['rate']:g}/s (Poisson), seed "
         f"{trace['seed']}, classes `{trace['classes']}` (name:weight:TTFT s:output tokens:"
-        f"prompt tokens); replicas with {trace['max_num_seqs']} seats and "
+        f"prompt tokens); {trace['replicas']} replicas with {trace['max_num_seqs']} seats and "
         f"max_num_batched_tokens {trace['max_num_batched_tokens']}.",
         "",
         table,

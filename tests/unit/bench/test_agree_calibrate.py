@@ -96,6 +96,7 @@ def test_live_config_lifts_the_mesh_overload_protections_and_applies_the_stack()
         max_num_batched_tokens=2048,
         profile=PROFILE,
         qlm_widen=False,
+        replicas=2,
     )
     config = live_config(args, _trace(100, 2.0), "vllm-fcfs")
     apps = {a["name"]: a["args"] for a in config["applications"]}
@@ -105,7 +106,8 @@ def test_live_config_lifts_the_mesh_overload_protections_and_applies_the_stack()
     assert ingress["slo"]["classes"]["short"] == {"ttft_ms": 500.0}
     assert scheduler["policy_label"] == "vllm-fcfs"
     assert apps["replica-0"]["vllm"]["queue_policy"] == "fcfs"
-    assert apps["replica-0"]["vllm"]["max_num_seqs"] == 2
+    assert apps["replica-1"]["vllm"]["max_num_seqs"] == 2  # --replicas copies of replica-0
+    assert [r["application"] for r in scheduler["replicas"]] == ["replica-0", "replica-1"]
     assert (
         live_config(args, _trace(100, 2.0), "edf")["applications"][0]["args"]["vllm"][
             "queue_policy"

@@ -13,6 +13,7 @@ ARGS = {
     "rate": 20.0,
     "seed": 0,
     "classes": "short:0.4:2:16:32-128",
+    "replicas": 2,
     "max_num_seqs": 2,
     "max_num_batched_tokens": 2048,
     "profile": "/x/deploy/ray/profiles/cpu-tiny-llama.json",
