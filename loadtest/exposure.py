@@ -120,6 +120,14 @@ def _calls() -> list[tuple[str, str, Any, str, Any, bool]]:
             False,
         ),
         (
+            "scheduler",
+            "scheduler.Sync",
+            scheduler_pb2_grpc.SchedulerStub,
+            "Sync",
+            scheduler_pb2.SyncBatch(ingress_id="exposure"),
+            False,
+        ),
+        (
             "predictor",
             "predictor.Predict",
             predictor_pb2_grpc.PredictorStub,

@@ -4,13 +4,15 @@ and no prediction before the replica's stream opens.
 While this ingress replica holds a credit for a replica serving the request's model
 (core/credits.py; the scheduler grants them only while the cluster has headroom,
 services/scheduler/core/leases.py), the request goes straight to that replica. Off the critical
-path, a background task tells the scheduler (`Place`), which records the placement in its books
-and the policy's and answers with a new grant, and once the first token is out another asks the
+path, the placement goes to the scheduler in the shard's next `Sync` call (shard_outbox.py:
+batched with other placements and completion reports), which records it in its books and the
+policy's and answers with a new grant, and once the first token is out another task asks the
 predictor (its span joins the request's trace; the request already runs, so the scheduler
 keeps its prior length estimate for it: QLM's estimator learns output lengths from reports
 either way). Without a credit the request takes the full path (Predict, then Admit: QLM
-queueing). The request's completion report waits for its `Place` to be answered, so the
-scheduler never hears of a finish before the placement.
+queueing). The request's completion report goes through the same outbox, after its placement,
+so the scheduler never hears of a finish before the placement. A grant is asked for (an empty
+`Sync`, or the next batch sent at once) when one is due or this ingress spent its credits.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.ingress.core.credits import Credit, CreditLedger
-from shared.rpc.client import CallFailed, MeshClient
+from services.ingress.shard_outbox import OutboxConfig, ShardOutbox
+from shared.rpc.client import MeshClient
 from shared.rpc.slomesh.v1 import common_pb2, scheduler_pb2
+from shared.telemetry import trace_headers
 
 
 class FastPath:
@@ -33,6 +37,7 @@ class FastPath:
         client: Callable[[], MeshClient],
         enabled: bool = True,
         application: str = "scheduler",
+        outbox: OutboxConfig | None = None,
     ) -> None:
         self._client = client
         self.application = application
@@ -42,9 +47,13 @@ class FastPath:
         self.ledger = CreditLedger()
         self.ingress_id = uuid.uuid4().hex[:16]
         """This ingress replica's id in the scheduler's lease book (one per process)."""
-        self._refresh: asyncio.Task[None] | None = None
         self._retry_at = 0.0
-        self._notices: dict[str, asyncio.Task[None]] = {}
+        self._epochs: dict[str, str] = {}
+        """Request id -> the grant epoch its placement was made in (until its report)."""
+        self.outbox = ShardOutbox(
+            self._sync, self.ingress_id, self._apply, self._not_placed, outbox
+        )
+        """Placements and completion reports for this shard, batched (shard_outbox.py)."""
         self._side: set[asyncio.Task[None]] = set()
         self._predictions: dict[str, tuple[Awaitable[Any], contextvars.Context]] = {}
         """Predictions of fast-path requests, run once their first token is out."""
@@ -76,31 +85,26 @@ class FastPath:
         prediction: Awaitable[object],
         replica: common_pb2.ReplicaRef,
     ) -> None:
-        """In the background: tell the scheduler of the placement at once (its books must not
-        lag: a burst's full-path admissions read them); the prediction waits for the first token
-        (`first_token`; its `predict` span joins the trace; the request already runs, so the
-        scheduler keeps its prior length estimate for it). The current trace context goes with
-        both calls."""
-        epoch = self.ledger.epoch
-        loop = asyncio.get_running_loop()
+        """Queue the placement for the scheduler (shard_outbox.py: sent within its interval,
+        at once when this ingress's credits for the model are spent); the prediction waits for
+        the first token (`first_token`; its `predict` span joins the trace; the request
+        already runs, so the scheduler keeps its prior length estimate for it). The current
+        trace context goes with both."""
         self._predictions[meta.request_id] = (prediction, contextvars.copy_context())
+        self._epochs[meta.request_id] = self.ledger.epoch
+        notice = scheduler_pb2.PlaceNotice(
+            ingress_id=self.ingress_id,
+            admit=scheduler_pb2.AdmitRequest(meta=meta),
+            replica=replica,
+        )
+        self.outbox.place(notice, trace_headers())
+        if self.ledger.left(meta.model, time.monotonic()) == 0:
+            self.refresh()
 
-        async def send() -> None:
-            notice = scheduler_pb2.PlaceNotice(
-                ingress_id=self.ingress_id,
-                admit=scheduler_pb2.AdmitRequest(meta=meta),
-                replica=replica,
-            )
-            try:
-                grant = await self._client().call(self.application, "scheduler", "Place", notice)
-            except CallFailed:
-                self.ledger.give_back(replica.application, epoch)
-                return
-            self._apply(grant)
-
-        task = loop.create_task(send())
-        self._notices[meta.request_id] = task
-        task.add_done_callback(lambda _: self._notices.pop(meta.request_id, None))
+    def report(self, report: scheduler_pb2.CompletionReport) -> None:
+        """Queue a completion report (after the request's placement, if it had one)."""
+        self._epochs.pop(report.meta.request_id, None)
+        self.outbox.report(report)
 
     def first_token(self, request_id: str) -> None:
         """The request's first token went out (or its stream ended): run its prediction now,
@@ -115,10 +119,9 @@ class FastPath:
         task.add_done_callback(self._side.discard)
 
     async def settled(self, request_id: str) -> None:
-        """Wait until the scheduler was told of this request's placement (if it had one)."""
-        task = self._notices.get(request_id)
-        if task is not None:
-            await asyncio.shield(task)
+        """Wait until the scheduler was told of everything queued so far (this request's
+        placement among it, if it had one)."""
+        await self.outbox.drained()
 
     def admitted(self, model: str) -> None:
         """The full path admitted a request: headroom may be back, ask for a grant if due (the
@@ -127,26 +130,25 @@ class FastPath:
             self.refresh()
 
     def refresh(self) -> None:
-        """Ask for a new grant in the background (one request at a time; after a failed ask,
-        not again within a second)."""
-        busy = self._refresh is not None and not self._refresh.done()
-        if not self.enabled or busy or time.monotonic() < self._retry_at:
+        """Ask for a new grant now: the outbox sends at once what waits (or an empty `Sync`),
+        one call at a time; after a failed call, not again within a second."""
+        if not self.enabled or time.monotonic() < self._retry_at:
             return
+        self.outbox.flush()
 
-        async def ask() -> None:
-            try:
-                grant = await self._client().call(
-                    self.application,
-                    "scheduler",
-                    "Lease",
-                    scheduler_pb2.LeaseRequest(ingress_id=self.ingress_id),
-                )
-            except CallFailed:
-                self._retry_at = time.monotonic() + 1.0
-                return  # no grant: the full path until the next try
-            self._apply(grant)
+    async def _sync(self, batch: scheduler_pb2.SyncBatch) -> scheduler_pb2.LeaseGrant:
+        grant: scheduler_pb2.LeaseGrant = await self._client().call(
+            self.application, "scheduler", "Sync", batch
+        )
+        return grant
 
-        self._refresh = asyncio.get_running_loop().create_task(ask())
+    def _not_placed(self, notices: list[scheduler_pb2.PlaceNotice]) -> None:
+        """Placements the scheduler was never told of (their call failed): their credits are
+        free again; no grant for a second."""
+        self._retry_at = time.monotonic() + 1.0
+        for notice in notices:
+            epoch = self._epochs.pop(notice.admit.meta.request_id, self.ledger.epoch)
+            self.ledger.give_back(notice.replica.application, epoch)
 
     def _apply(self, grant: scheduler_pb2.LeaseGrant) -> None:
         credits = [

@@ -365,15 +365,8 @@ class Pipeline(ShardedAdmission, StreamRelay):
             finish_reason=reason,
         )
 
-        async def send() -> None:
-            try:
-                await self.fast.settled(req.request_id)  # the scheduler knows of it first
-                await self._call(shard, "Report", report)
-                if reason in ("stop", "length"):
-                    self.feed.observe(meta, tokens)  # batched (predictor_feed.py)
-            except (APIError, CallFailed):
-                pass  # best effort: the scheduler also frees slots of replicas it sees fail
-
-        task = asyncio.get_running_loop().create_task(send())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        # batched, after the request's placement (shard_outbox.py); best effort: the
+        # scheduler also frees slots of replicas it sees fail
+        self.fast.report(shard, report)
+        if reason in ("stop", "length"):
+            self.feed.observe(meta, tokens)  # batched (predictor_feed.py)

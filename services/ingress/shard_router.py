@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.ingress.fast_path import FastPath
+from services.ingress.shard_outbox import OutboxConfig
 from shared.policy.shards import shard_order
 from shared.rpc.bounded import bounded
 from shared.rpc.client import CallFailed, MeshClient
@@ -47,6 +48,9 @@ class ShardRoutingConfig(BaseModel):
     """How often each shard's `Health` is asked (ready replicas, live shards), milliseconds."""
     refresh_timeout_ms: float = Field(1000.0, gt=0)
     """A `Health` answer slower than this leaves the shard as it was, milliseconds."""
+    outbox: OutboxConfig = Field(default_factory=OutboxConfig)
+    """How placements on credits and completion reports are batched into each shard's `Sync`
+    calls (shard_outbox.py)."""
 
 
 @dataclass
@@ -178,7 +182,8 @@ class ShardedFastPath:
 
     def path(self, shard: str) -> FastPath:
         if shard not in self.paths:
-            self.paths[shard] = FastPath(self._client, application=shard)
+            outbox = self.router.cfg.outbox
+            self.paths[shard] = FastPath(self._client, application=shard, outbox=outbox)
         return self.paths[shard]
 
     @property
@@ -205,6 +210,11 @@ class ShardedFastPath:
         shard: str,
     ) -> None:
         self.path(shard).notify(meta, prediction, replica)
+
+    def report(self, shard: str, report: scheduler_pb2.CompletionReport) -> None:
+        """Queue a completion report for the shard that admitted the request (after its
+        placement, if it was placed on a credit)."""
+        self.path(shard).report(report)
 
     def admitted(self, model: str, shard: str) -> None:
         self.path(shard).admitted(model)

@@ -19,7 +19,7 @@ from services.scheduler.core.autoscale.wire import encode
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
-from services.scheduler.leasing import LeaseDesk
+from services.scheduler.leasing import LeaseDesk, LeaseRpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.shard_member import ShardMember
 from services.scheduler.shard_peers import ShardPeers
@@ -34,7 +34,7 @@ from shared.telemetry import incoming_context, setup_tracing, tracer
 
 
 @serve.deployment(max_ongoing_requests=4096, ray_actor_options={"num_cpus": 0.1})
-class SchedulerDeployment(ShardMember):
+class SchedulerDeployment(ShardMember, LeaseRpc):
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = SchedulerArgs.model_validate(args)
         if self.args.transport == "grpc":  # its calls go through Serve's gRPC proxy
@@ -63,6 +63,8 @@ class SchedulerDeployment(ShardMember):
         self.leases = LeaseDesk(
             self.core, self.args.leases, self._pooled, self.scaling, self._tracer
         )
+        self.admits = 0
+        """Requests admitted by `Admit` since start (the fast path's: `leases.placed`)."""
         self.answered: set[str] = set()
         """Replicas that have answered a Status probe since this scheduler started. Until its
         first answer a replica is not ready: no placement, pull or lease credit goes there, and a
@@ -127,6 +129,7 @@ class SchedulerDeployment(ShardMember):
                     drop_reason=decision.drop_reason,
                 )
             rep = decision.replica
+            self.admits += 1
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
             return scheduler_pb2.AdmitReply(
@@ -145,14 +148,18 @@ class SchedulerDeployment(ShardMember):
         trace_headers: dict[str, str] | None = None,
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.Report")
+        self._take_report(request)
+        self._dispatch()  # also publishes the in-flight gauges (metrics.py)
+        self._write_rwt_log()
+        return scheduler_pb2.ReportReply()
+
+    def _take_report(self, request: scheduler_pb2.CompletionReport) -> None:
+        """A finished (or failed) request leaves the books (Report, or an item of Sync)."""
         if request.finish_reason == REPLICA_UNAVAILABLE:
             # the ingress found the replica gone: no placements there until it answers Status
             self.core.record_probe(request.replica.application, False, time.time(), 1)
         self.scaling.finished(request.meta.model, request.output_tokens)
         self.core.report(request.meta.request_id, request.output_tokens, time.time())
-        self._dispatch()  # also publishes the in-flight gauges (metrics.py)
-        self._write_rwt_log()
-        return scheduler_pb2.ReportReply()
 
     def _write_rwt_log(self) -> None:
         """Append the waiting-time predictions scored since the last call (args.rwt_log_file)."""
@@ -313,34 +320,6 @@ class SchedulerDeployment(ShardMember):
     def _report_policy_stats(self) -> None:
         """Admission state and queueing-policy events as metrics (services/scheduler/metrics.py)."""
         self._metrics.report(self.core)
-
-    async def Lease(
-        self,
-        request: scheduler_pb2.LeaseRequest,
-        grpc_context: Any = None,
-        trace_headers: dict[str, str] | None = None,
-    ) -> scheduler_pb2.LeaseGrant:
-        """Credits of the fast path for one ingress replica (leasing.py)."""
-        require_mesh_credential(grpc_context, "scheduler.Lease")
-        self._start_reconciler()
-        return self.leases.grant(request.ingress_id)
-
-    async def Place(
-        self,
-        request: scheduler_pb2.PlaceNotice,
-        grpc_context: Any = None,
-        trace_headers: dict[str, str] | None = None,
-    ) -> scheduler_pb2.LeaseGrant:
-        """An ingress placed a request on a credit: record it, answer a new grant."""
-        require_mesh_credential(grpc_context, "scheduler.Place")
-        self._start_reconciler()
-        req = with_length_hint(
-            request_or_refuse(request.admit.meta, grpc_context, "scheduler.Place"),
-            request.admit.prediction,
-        )
-        grant = self.leases.place(request, req, incoming_context(grpc_context, trace_headers))
-        self._dispatch()
-        return grant
 
     async def Health(
         self,

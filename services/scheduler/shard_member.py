@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from services.scheduler.core.admission import AdmissionCore
+from services.scheduler.leasing import LeaseDesk
 from services.scheduler.shard_peers import ShardPeers
 from shared.rpc.mesh_auth import require_mesh_credential
 from shared.rpc.slomesh.v1 import scheduler_pb2
@@ -18,6 +19,8 @@ class ShardMember:
 
     core: AdmissionCore
     shards: ShardPeers
+    leases: LeaseDesk
+    admits: int
     answered: set[str]
     _tasks: set[asyncio.Task[None]]
 
@@ -42,12 +45,14 @@ class ShardMember:
 
     def shard_health(self) -> dict[str, Any]:
         """HealthReply fields of the shards: this one's name, the live shards, its ready
-        replicas per model (ingresses route by them: services/ingress/shard_router.py)."""
+        replicas per model (ingresses route by them: services/ingress/shard_router.py), and the
+        requests it admitted (benchmarks divide its CPU by them)."""
         return {
             "shard": self.shards.cfg.name,
             "shards": self.shards.live(),
             "usage_staleness_s": self.shards.staleness_s,
             "max_usage_staleness_s": self.shards.max_staleness_s,
+            "admitted_total": self.admits + self.leases.placed,
             "replicas": [
                 scheduler_pb2.ModelReplicas(model=m, ready=n)
                 for m, n in self.shards.ready_counts(self._ready).items()

@@ -5,9 +5,11 @@ mesh), split into N scheduler shards (`slomesh up --shards N`). For each rate of
 open-loop Poisson load for `seconds` (slomesh/bench/open_loop.py), p50/p99 time to first token
 (= admission latency with engines that take no time), errors, and the CPU seconds every Ray
 process spent meanwhile (psutil over the process tree of this driver, which started Ray).
-CPU per admission = the scheduler shards' CPU seconds over the requests served (each admitted
-once: Admit, or Place on a lease credit, plus its Report; a request refused at the ingress
-costs the scheduler nothing). Before the ladder, the shards'
+CPU per admission = the scheduler shards' CPU seconds over the requests they admitted at that
+rate (the sum of their Health's `admitted_total` after the step minus before: `Admit`, and
+placements on lease credits, the fast path; requests refused count in the CPU, not the
+denominator). A scheduler whose Health has no such count (older code) is divided by the
+requests served instead (`denominator` says which). Before the ladder, the shards'
 CPU while the mesh is idle gives the cost of the usage exchange (and the replica probes) per
 second, which the simulator's shard model takes (slomesh/sim/shards.py).
 """
@@ -34,8 +36,8 @@ def _scheduler_cpu(by_process: dict[str, float]) -> float:
     return sum(v for k, v in by_process.items() if SCHEDULER_TITLE in k)
 
 
-def _staleness(shards: int) -> list[float]:
-    """Each shard's largest usage staleness since it started (its Health), seconds."""
+def _health(shards: int) -> list[Any]:
+    """Each shard's Health answer."""
     from ray import serve
 
     from shared.rpc.slomesh.v1 import scheduler_pb2
@@ -46,8 +48,32 @@ def _staleness(shards: int) -> list[float]:
         call = serve.get_app_handle(name).Health.remote(
             scheduler_pb2.HealthQuery(), trace_headers={}
         )
-        out.append(float(call.result(timeout_s=10).max_usage_staleness_s))
+        out.append(call.result(timeout_s=10))
     return out
+
+
+def _staleness(shards: int) -> list[float]:
+    """Each shard's largest usage staleness since it started (its Health), seconds."""
+    return [float(h.max_usage_staleness_s) for h in _health(shards)]
+
+
+def _admitted(shards: int) -> int:
+    """Requests the shards admitted since they started (their Health), fast path included."""
+    return sum(int(getattr(h, "admitted_total", 0)) for h in _health(shards))
+
+
+def per_admission(step: dict[str, Any], sched_cpu_s: float, admitted: int) -> None:
+    """Fill `step`'s admitted count and rate and the scheduler CPU per admission (the module
+    docstring: over the admitted requests, else the served ones)."""
+    served = int(step["n"])
+    took_s = served / step["achieved_rps"] if step["achieved_rps"] > 0 else 0.0
+    denominator = "admitted" if admitted > 0 else "served"
+    count = admitted if admitted > 0 else served
+    step["admitted"] = count
+    step["admitted_rps"] = count / took_s if took_s > 0 else 0.0
+    step["denominator"] = denominator
+    step["scheduler_cpu_s"] = sched_cpu_s
+    step["scheduler_cpu_per_admission_ms"] = 1e3 * sched_cpu_s / max(count, 1)
 
 
 def run_ladder(
@@ -65,13 +91,12 @@ def run_ladder(
         idle = tree_cpu(me).minus(before)
         steps = []
         for rate in rates:
+            admitted = _admitted(shards)
             before = tree_cpu(me)
             load = ladder(url, model, MESH_PROMPT, [rate], seconds, seed, 0)
             step = asyncio.run(load)[0]
             used = tree_cpu(me).minus(before)
-            sched = _scheduler_cpu(used.by_process)
-            step["scheduler_cpu_s"] = sched
-            step["scheduler_cpu_per_admission_ms"] = 1e3 * sched / max(int(step["n"]), 1)
+            per_admission(step, _scheduler_cpu(used.by_process), _admitted(shards) - admitted)
             step["mesh_cpu_s"] = used.outside_s
             steps.append(step)
         staleness = _staleness(shards)

@@ -34,21 +34,26 @@ def _live(live: list[dict[str, Any]]) -> list[str]:
         "## Live admission ladder (zero-time simulated engines, this 2-core host)",
         "",
         "Time to first token with engines that take no time is the admission latency. CPU per "
-        "admission is the scheduler shards' CPU seconds over the requests served at that rate "
-        "(idle probing and usage exchange included). Errors: requests not served (refused or "
-        "failed) at that rate.",
+        "admission is the scheduler shards' CPU seconds over the requests they admitted at that "
+        "rate, fast path included (idle probing and usage exchange included; `*`: over the "
+        "requests served, a scheduler that does not count its admissions). Served: requests "
+        "answered in full per second. Errors: requests not served (refused or failed) at that "
+        "rate.",
         "",
-        "| shards | rate req/s | achieved | p50 ms | p99 ms | errors "
+        "| shards | rate req/s | admitted/s | served/s | p50 ms | p99 ms | errors "
         "| scheduler CPU per admission ms | load average |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in live:
         load = "/".join(f"{x:.1f}" for x in run.get("load_average", []))
         for s in run["steps"]:
+            admitted = s.get("admitted_rps", s["achieved_rps"])
+            mark = "" if s.get("denominator", "served") == "admitted" else "*"
             out.append(
-                f"| {run['shards']} | {s['rate_rps']:g} | {s['achieved_rps']:.0f} "
+                f"| {run['shards']} | {s['rate_rps']:g} | {admitted:.0f} "
+                f"| {s['achieved_rps']:.0f} "
                 f"| {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['errors']} "
-                f"| {s['scheduler_cpu_per_admission_ms']:.2f} | {load} |"
+                f"| {s['scheduler_cpu_per_admission_ms']:.2f}{mark} | {load} |"
             )
     out.append("")
     idle = ", ".join(

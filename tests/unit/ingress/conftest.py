@@ -111,12 +111,22 @@ class FakeMesh:
             return scheduler_pb2.AdmitReply(admitted=True, replica=replica, policy="fake")
         if (kind, method) == ("scheduler", "Report"):
             return scheduler_pb2.ReportReply()
+        if (kind, method) == ("scheduler", "Sync"):
+            # batched placements and reports: recorded (and answered) as the calls they replace
+            for item in request.items:
+                work = str(item.WhichOneof("work"))
+                await self.call(application, kind, work.capitalize(), getattr(item, work))
+            return self.grant()
         if (kind, method) == ("scheduler", "Health"):
             reason = "" if self.admit else "every replica full"
             return scheduler_pb2.HealthReply(
                 can_admit=self.admit, reason=reason, ready_models=self.ready
             )
         raise CallFailed(application, "UNIMPLEMENTED", f"{kind}.{method}")
+
+    def grant(self) -> scheduler_pb2.LeaseGrant:
+        """The answer to `Sync`: no credits."""
+        return scheduler_pb2.LeaseGrant()
 
     async def stream(
         self,

@@ -1,6 +1,6 @@
 """The ingress's fast path in process (fast_path.py): with a lease credit a request goes straight
-to the replica, with no Predict or Admit before its stream; the scheduler is told (`Place`)
-before its report, and the prediction runs after the first token (sent with the
+to the replica, with no Predict or Admit before its stream; the scheduler is told of the placement
+(in a `Sync` batch, recorded here as `Place`) before its report, and the prediction runs after the first token (sent with the
 completions in predictor.Batch calls). Without a credit (no grant
 yet, or a grant with none left) the full path: Predict, then Admit."""
 
@@ -32,10 +32,13 @@ class LeasingMesh(FakeMesh):
     ) -> Any:
         if (kind, method) in (("scheduler", "Lease"), ("scheduler", "Place")):
             self.calls.append((application, method))
-            ref = common_pb2.ReplicaRef(application="replica-1", gpu="cpu", model="llama")
-            credit = scheduler_pb2.ReplicaCredit(replica=ref, limit=self.credits)
-            return scheduler_pb2.LeaseGrant(epoch="e1", credits=[credit], ttl_s=60.0)
+            return self.grant()
         return await super().call(application, kind, method, message, timeout_s)
+
+    def grant(self) -> scheduler_pb2.LeaseGrant:
+        ref = common_pb2.ReplicaRef(application="replica-1", gpu="cpu", model="llama")
+        credit = scheduler_pb2.ReplicaCredit(replica=ref, limit=self.credits)
+        return scheduler_pb2.LeaseGrant(epoch="e1", credits=[credit], ttl_s=60.0)
 
 
 def _stream(client: TestClient) -> None:
@@ -62,12 +65,13 @@ def test_requests_on_credit_skip_predict_and_admit(
     app, _ = build_ingress(monkeypatch, mesh)
     with TestClient(app, raise_server_exceptions=False) as client:
         _stream(client)  # no grant yet: the full path, and the grant is asked for
-        _wait_for(mesh, ("scheduler", "Lease"), 1)
-        assert [c for c in mesh.calls if c[1] != "Lease"][:3] == [
+        _wait_for(mesh, ("scheduler", "Sync"), 1)  # an empty one: a grant
+        assert [c for c in mesh.calls if c[1] != "Sync"][:3] == [
             ("predictor", "Predict"),
             ("scheduler", "Admit"),
             ("replica-0", "Generate"),
         ]
+        _wait_for(mesh, ("scheduler", "Report"), 1)  # batched: sent within its interval
         start = len(mesh.calls)
         _stream(client)
         _stream(client)
@@ -115,7 +119,7 @@ def test_a_gone_replica_is_reported_and_the_request_admitted_elsewhere(
     app, _ = build_ingress(monkeypatch, mesh)
     with TestClient(app, raise_server_exceptions=False) as client:
         _stream(client)  # the full path; the grant (replica-1) is asked for
-        _wait_for(mesh, ("scheduler", "Lease"), 1)
+        _wait_for(mesh, ("scheduler", "Sync"), 1)
         _stream(client)  # on the credit: replica-1 fails, re-admitted to replica-0, served
         _wait_for(mesh, ("scheduler", "Report"), 3)
     assert ("replica-1", REPLICA_UNAVAILABLE) in mesh.reports  # the scheduler is told

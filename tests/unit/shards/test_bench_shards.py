@@ -64,3 +64,17 @@ def test_the_page_shows_every_figure() -> None:
     assert "| 2 | 570 | 1.90x |" in page
     assert "| 2 | 0.980 | 0.980 | 70.0% | 100.0% | 0.20 |" in page
     assert "1 shard(s): 10.0 ms/s, 2 shard(s): 30.0 ms/s" in page
+
+
+def test_cpu_per_admission_divides_by_the_admitted_requests_else_the_served() -> None:
+    from slomesh.bench.shards_live import per_admission
+
+    step: dict[str, object] = {"n": 100, "achieved_rps": 50.0}
+    per_admission(step, 0.6, 300)  # 300 admitted, 100 served in 2 s
+    assert step["scheduler_cpu_per_admission_ms"] == pytest.approx(2.0)
+    assert step["admitted_rps"] == pytest.approx(150.0)
+    assert step["denominator"] == "admitted"
+    old: dict[str, object] = {"n": 100, "achieved_rps": 50.0}
+    per_admission(old, 0.6, 0)  # a scheduler that does not count its admissions
+    assert old["scheduler_cpu_per_admission_ms"] == pytest.approx(6.0)
+    assert old["denominator"] == "served"

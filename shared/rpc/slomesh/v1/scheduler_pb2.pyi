@@ -60,7 +60,7 @@ class HealthQuery(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas", "usage_staleness_s", "max_usage_staleness_s")
+    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas", "usage_staleness_s", "max_usage_staleness_s", "admitted_total")
     CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class HealthReply(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
     MAX_USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     can_admit: bool
     reason: str
     queued: int
@@ -81,7 +82,8 @@ class HealthReply(_message.Message):
     replicas: _containers.RepeatedCompositeFieldContainer[ModelReplicas]
     usage_staleness_s: float
     max_usage_staleness_s: float
-    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ..., usage_staleness_s: _Optional[float] = ..., max_usage_staleness_s: _Optional[float] = ...) -> None: ...
+    admitted_total: int
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ..., usage_staleness_s: _Optional[float] = ..., max_usage_staleness_s: _Optional[float] = ..., admitted_total: _Optional[int] = ...) -> None: ...
 
 class ModelReplicas(_message.Message):
     __slots__ = ("model", "ready")
@@ -146,3 +148,28 @@ class PlaceNotice(_message.Message):
     admit: AdmitRequest
     replica: _common_pb2.ReplicaRef
     def __init__(self, ingress_id: _Optional[str] = ..., admit: _Optional[_Union[AdmitRequest, _Mapping]] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ...) -> None: ...
+
+class SyncItem(_message.Message):
+    __slots__ = ("place", "report", "trace_headers")
+    class TraceHeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PLACE_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    place: PlaceNotice
+    report: CompletionReport
+    trace_headers: _containers.ScalarMap[str, str]
+    def __init__(self, place: _Optional[_Union[PlaceNotice, _Mapping]] = ..., report: _Optional[_Union[CompletionReport, _Mapping]] = ..., trace_headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SyncBatch(_message.Message):
+    __slots__ = ("ingress_id", "items")
+    INGRESS_ID_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    ingress_id: str
+    items: _containers.RepeatedCompositeFieldContainer[SyncItem]
+    def __init__(self, ingress_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SyncItem, _Mapping]]] = ...) -> None: ...

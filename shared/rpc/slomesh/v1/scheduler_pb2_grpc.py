@@ -65,6 +65,11 @@ class SchedulerStub:
                 request_serializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
                 _registered_method=True)
+        self.Sync = channel.unary_unary(
+                '/slomesh.v1.Scheduler/Sync',
+                request_serializer=slomesh_dot_v1_dot_scheduler__pb2.SyncBatch.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+                _registered_method=True)
         self.Exchange = channel.unary_unary(
                 '/slomesh.v1.Scheduler/Exchange',
                 request_serializer=slomesh_dot_v1_dot_scheduler__pb2.ShardUsage.SerializeToString,
@@ -118,6 +123,15 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sync(self, request, context):
+        """An ingress's placements on credits and completion reports, in the order they happened, in
+        one call (services/ingress/shard_outbox.py); answered with its new grant (no items: a
+        grant only, as Lease).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Exchange(self, request, context):
         """Scheduler shards exchange tenant usage and which shards are alive
         (services/scheduler/shard_peers.py): the caller sends its own, the callee answers its own.
@@ -157,6 +171,11 @@ def add_SchedulerServicer_to_server(servicer, server):
             'Place': grpc.unary_unary_rpc_method_handler(
                     servicer.Place,
                     request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.FromString,
+                    response_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.SerializeToString,
+            ),
+            'Sync': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=slomesh_dot_v1_dot_scheduler__pb2.SyncBatch.FromString,
                     response_serializer=slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.SerializeToString,
             ),
             'Exchange': grpc.unary_unary_rpc_method_handler(
@@ -326,6 +345,33 @@ class Scheduler:
             target,
             '/slomesh.v1.Scheduler/Place',
             slomesh_dot_v1_dot_scheduler__pb2.PlaceNotice.SerializeToString,
+            slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/slomesh.v1.Scheduler/Sync',
+            slomesh_dot_v1_dot_scheduler__pb2.SyncBatch.SerializeToString,
             slomesh_dot_v1_dot_scheduler__pb2.LeaseGrant.FromString,
             options,
             channel_credentials,
