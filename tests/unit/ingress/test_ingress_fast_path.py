@@ -1,8 +1,8 @@
 """The ingress's fast path in process (fast_path.py): with a lease credit a request goes straight
-to the replica, with no Predict or Admit before its stream; the scheduler is told of the placement
-(in a `Sync` batch, recorded here as `Place`) before its report, and the prediction runs after the first token (sent with the
-completions in predictor.Batch calls). Without a credit (no grant
-yet, or a grant with none left) the full path: Predict, then Admit."""
+to the replica, with no Predict or Admit before its stream; the scheduler is told of the
+placement (in a `Sync` batch, recorded here as `Place`) before its report, and the prediction
+runs after the first token (sent with the completions in predictor.Batch calls). Without a
+credit (no grant yet, or a grant with none left) the full path: Predict, then Admit."""
 
 from __future__ import annotations
 
