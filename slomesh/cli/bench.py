@@ -1,4 +1,4 @@
-"""`slomesh bench`: run policies over a scenario in the simulator and write the comparison."""
+"""`slomesh bench`: run serving stacks over a scenario in the simulator and write the comparison."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from slomesh.stacks import STACKS
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="compare policies on a simulated scenario")
+    p = sub.add_parser("bench", help="compare serving stacks on a simulated scenario")
     p.add_argument(
         "--scenario",
         required=True,
@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--stacks",
-        "--policies",
-        dest="policies",
+        "--policies",  # the flag's older name
+        dest="stacks",
         help="comma-separated serving stacks, each a shipped stack name (slomesh/stacks/library) "
         "or a stack file path (default: the scenario's)",
     )
@@ -56,7 +56,7 @@ def _check_name(name: str) -> None:
         raise UnknownNameError("scenario or experiment", name, valid)
 
 
-_NOT_FOR_EXPERIMENTS = ("policies", "rate", "instances", "sweep_rates", "seeds", "bracket", "page")
+_NOT_FOR_EXPERIMENTS = ("stacks", "rate", "instances", "sweep_rates", "seeds", "bracket", "page")
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
@@ -104,8 +104,8 @@ def _at_rate(sc: ScenarioSpec, rate: float) -> ScenarioSpec:
     return sc.model_copy(update={"workload": sc.workload.with_total_rate(rate)})
 
 
-def _policies(args: argparse.Namespace, sc: ScenarioSpec) -> list[str]:
-    names = args.policies.split(",") if args.policies else sc.default_policies
+def _stacks(args: argparse.Namespace, sc: ScenarioSpec) -> list[str]:
+    names = args.stacks.split(",") if args.stacks else sc.default_stacks
     names = [n.strip() for n in names if n.strip()]
     for n in names:
         try:
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--capacity does not apply to experiment '{args.scenario}'")
         return _run_experiment(args)
     sc = _scenario(args)
-    policies = _policies(args, sc)
+    policies = _stacks(args, sc)
     out_dir: Path = args.out or Path("runs") / sc.name
     if args.capacity:
         return run_capacity_cli(args, sc, policies, out_dir)

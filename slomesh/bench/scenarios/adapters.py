@@ -53,6 +53,6 @@ def many_adapters() -> ScenarioSpec:
             instances=[InstanceSpec(gpu="A100-80GB", models=["llama-3.1-8b"], count=2)],
             engine=EngineConfig(adapter_slots=2, adapter_load_s=0.1),
         ),
-        default_policies=["vllm-fcfs", "qlm", "slomesh", "slomesh-adapters"],
+        default_stacks=["vllm-fcfs", "qlm", "slomesh", "slomesh-adapters"],
         sweep_rates_rps=[6, 8, 10, 12, 14, 16, 20],
     )

@@ -65,6 +65,6 @@ def many_models() -> ScenarioSpec:
         paper_setup=__doc__ or "",
         workload=WorkloadSpec(streams=streams, requests=1500),
         cluster=many_models_cluster(),
-        default_policies=STACKS,
+        default_stacks=STACKS,
         sweep_rates_rps=[0.5, 1, 2, 4, 8],
     )

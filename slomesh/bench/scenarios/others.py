@@ -43,7 +43,7 @@ def _scorpio(name: str, arrival: str, cv: float) -> ScenarioSpec:
         paper_setup=_PAPER,
         workload=WorkloadSpec(streams=streams, requests=3500),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="H100-80GB", models=_8B)]),
-        default_policies=["vllm-fcfs", "edf"],
+        default_stacks=["vllm-fcfs", "edf"],
         sweep_rates_rps=[8, 10, 12, 13, 14, 16, 20],
     )
 
@@ -81,7 +81,7 @@ def scls_static(slo_class: str = "batch-2") -> ScenarioSpec:
         cluster=ClusterSpec(
             instances=[InstanceSpec(gpu="A100-80GB", models=["llama-2-13b"], count=2)]
         ),
-        default_policies=["sls", "vllm-fcfs"],
+        default_stacks=["sls", "vllm-fcfs"],
         sweep_rates_rps=[1, 2, 4, 8],
     )
 
@@ -111,7 +111,7 @@ def uellm_odbs() -> ScenarioSpec:
         cluster=ClusterSpec(
             instances=[InstanceSpec(gpu="A100-80GB", models=["llama-2-13b"], count=2)]
         ),
-        default_policies=["fifo-batching", "slo-odbs-paper", "slo-odbs", "slo-dbs", "odbs"],
+        default_stacks=["fifo-batching", "slo-odbs-paper", "slo-odbs", "slo-dbs", "odbs"],
         sweep_rates_rps=[0.5, 1.0, 1.5, 2.0],
     )
 
@@ -137,7 +137,7 @@ def _azure(name: str, trace: str, rate: float) -> ScenarioSpec:
             requests=3500,
         ),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=2)]),
-        default_policies=["vllm-fcfs", "edf", "oracle"],
+        default_stacks=["vllm-fcfs", "edf", "oracle"],
         sweep_rates_rps=[5, 10, 20, 30],
     )
 
@@ -171,5 +171,5 @@ def smoke() -> ScenarioSpec:
             requests=500,
         ),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=2)]),
-        default_policies=["vllm-fcfs", "edf", "sls", "oracle"],
+        default_stacks=["vllm-fcfs", "edf", "sls", "oracle"],
     )

@@ -68,7 +68,7 @@ def shared_prefix() -> ScenarioSpec:
         paper_setup=__doc__ or "",
         workload=WorkloadSpec(streams=[chat, agents], requests=4000),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B, count=4)]),
-        default_policies=["slomesh", "slomesh-no-prefix", "prefix-only", "vllm-fcfs"],
+        default_stacks=["slomesh", "slomesh-no-prefix", "prefix-only", "vllm-fcfs"],
         sweep_rates_rps=[4, 8, 12, 16],
         capacity_probe_requests=4000,
     )

@@ -45,7 +45,7 @@ def qlm_wa() -> ScenarioSpec:
         cluster=ClusterSpec(
             instances=[InstanceSpec(gpu="A100-80GB", models=["llama-2-13b"], count=2)]
         ),
-        default_policies=_BASELINES,
+        default_stacks=_BASELINES,
         sweep_rates_rps=[3, 3.5, 4, 4.5, 5, 5.5, 6, 8],
     )
 
@@ -75,7 +75,7 @@ def qlm_wb() -> ScenarioSpec:
         paper_setup=_PAPER,
         workload=WorkloadSpec(streams=_wb_streams(0.5, 0.5), requests=3500),
         cluster=_wb_cluster(),
-        default_policies=_BASELINES,
+        default_stacks=_BASELINES,
         sweep_rates_rps=[0.5, 0.75, 1, 1.5, 2, 3],
     )
 
@@ -97,6 +97,6 @@ def qlm_wc() -> ScenarioSpec:
         paper_setup=_PAPER,
         workload=WorkloadSpec(streams=streams, requests=3500),
         cluster=_wb_cluster(),
-        default_policies=_BASELINES,
+        default_stacks=_BASELINES,
         sweep_rates_rps=[0.5, 0.75, 1, 1.5, 2, 3],
     )

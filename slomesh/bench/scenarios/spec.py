@@ -1,4 +1,4 @@
-"""A named, seeded benchmark scenario: workload + cluster + the policies it compares by default."""
+"""A named, seeded benchmark scenario: workload + cluster + the stacks it compares by default."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from slomesh.sim.cluster import ClusterSpec
 
 
 class ScenarioSpec(BaseModel):
-    """Everything `slomesh bench --scenario NAME` needs besides the policies and the seed."""
+    """Everything `slomesh bench --scenario NAME` needs besides the stacks and the seed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -23,8 +23,8 @@ class ScenarioSpec(BaseModel):
     """Streams, classes, lengths; its total rate is the scenario's default rate."""
     cluster: ClusterSpec
     """The serving instances."""
-    default_policies: list[str] = Field(min_length=1)
-    """Policies compared when --policies is not given."""
+    default_stacks: list[str] = Field(min_length=1)
+    """Serving stacks compared when --stacks is not given."""
     sweep_rates_rps: list[float] = Field(default_factory=list)
     """Suggested rates for --sweep-rates (total requests/s)."""
     capacity_probe_requests: int | None = Field(None, ge=1)

@@ -56,7 +56,7 @@ def tenants_skew() -> ScenarioSpec:
             requests=3000,
         ),
         cluster=_CLUSTER,
-        default_policies=[
+        default_stacks=[
             "slomesh",
             "slomesh-no-fairness",
             "slomesh-queued-no-fairness",
@@ -74,7 +74,7 @@ def tenants_light_alone() -> ScenarioSpec:
         paper_setup=_PAPER,
         workload=WorkloadSpec(streams=[_stream("light", "light", SKEW_RATE_RPS / 6)], requests=500),
         cluster=_CLUSTER,
-        default_policies=["slomesh", "slomesh-no-fairness", "vllm-fcfs"],
+        default_stacks=["slomesh", "slomesh-no-fairness", "vllm-fcfs"],
     )
 
 
@@ -96,6 +96,6 @@ def bands_overload() -> ScenarioSpec:
             requests=3000,
         ),
         cluster=_CLUSTER,
-        default_policies=["slomesh", "slomesh-no-bands", "vllm-fcfs"],
+        default_stacks=["slomesh", "slomesh-no-bands", "vllm-fcfs"],
         sweep_rates_rps=[7, 14, 21],
     )

@@ -32,6 +32,6 @@ def uellm_paper() -> ScenarioSpec:
         paper_setup=__doc__ or "",
         workload=WorkloadSpec(streams=streams, requests=1000),
         cluster=ClusterSpec(instances=[InstanceSpec(gpu="A10-24GB", models=_MODEL, count=4)]),
-        default_policies=["fifo-batching", "slo-odbs", "slo-odbs-paper", "slo-dbs", "odbs"],
+        default_stacks=["fifo-batching", "slo-odbs", "slo-odbs-paper", "slo-dbs", "odbs"],
         sweep_rates_rps=[1, 2, 3, 4, 6],
     )

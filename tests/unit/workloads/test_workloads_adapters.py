@@ -40,4 +40,4 @@ def test_many_adapters_scenario_uses_its_four_adapters_on_two_slotted_instances(
     assert {r.adapter for r in requests} == set(ADAPTERS)
     assert {r.model for r in requests} == {"llama-3.1-8b"}
     assert spec.cluster.engine.adapter_slots == 2 and spec.cluster.engine.adapter_load_s > 0
-    assert "slomesh-adapters" in spec.default_policies
+    assert "slomesh-adapters" in spec.default_stacks
