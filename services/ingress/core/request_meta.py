@@ -67,16 +67,16 @@ def admission_request(
     arrival_s: float,
     config: AdmissionConfig | None = None,
 ) -> Request:
-    """The request's control-plane metadata. 404 (vLLM's answer) for a model this mesh does
-    not serve; everything else vLLM checks itself on the replica (its own 400s), so admission
-    only bounds what it plans on: the prompt within the context, the output budget the client
-    asked for (or the context left, vLLM's default) within what is left of it, the body's
-    priority within the configured range. `n` choices count as one request (the predictor's
-    estimate is per choice)."""
+    """The request's control-plane metadata. 404 (vLLM's answer, naming the base models as the
+    valid aliases, not the adapters) for a model this mesh does not serve; everything else
+    vLLM checks itself on the replica (its own 400s), so admission only bounds what it plans
+    on: the prompt within the context, the output budget the client asked for (or the context
+    left, vLLM's default) within what is left of it, the body's priority within the configured
+    range. `n` choices count as one request (the predictor's estimate is per choice)."""
     cfg = config if config is not None else AdmissionConfig()
     info = models.get(view.model)
     if info is None:
-        raise model_not_found(view.model, list(models))
+        raise model_not_found(view.model, [n for n, m in models.items() if m.base is None])
     limit = info.max_model_len
     prompt = max(1, min(prompt_tokens, limit - 1))
     left = limit - prompt

@@ -23,7 +23,11 @@ from shared.domain import SLO, Request
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 RESPONSES = "/v1/responses"
-MODELS = {"m": ModelInfo("m", 1000), "other": ModelInfo("other", 64)}
+MODELS = {
+    "m": ModelInfo("m", 1000),
+    "other": ModelInfo("other", 64),
+    "m-sql": ModelInfo("m-sql", 1000, "m"),  # a LoRA adapter of m
+}
 SLO_ = SLO(1.0, None, None, "x")
 
 
@@ -243,7 +247,7 @@ def test_admission_clamps_the_body_priority_to_the_configured_range(
         AdmissionConfig(min_priority=1, max_priority=0)
 
 
-def test_unknown_model_is_vllms_404() -> None:
+def test_unknown_model_is_vllms_404() -> None:  # its valid aliases: base models, no adapter
     with pytest.raises(APIError) as info:
         admit(read_view(CHAT, {"model": "gpt-9"}, "m"), 10)
     assert info.value.status == 404
