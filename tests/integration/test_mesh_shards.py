@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import pytest
 import ray
 
 from shared.rpc.slomesh.v1 import scheduler_pb2
@@ -76,12 +75,6 @@ def _kill(application: str) -> None:
     ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known open failure: on the CI mesh the add, kill and remove sequence has not yet "
-    "passed end to end (the shard-kill row of loadtest/fault_matrix.py, run by hand, loses no "
-    "request); the failing step is reported in the run's xfail output",
-)
 def test_a_shard_added_killed_and_removed_while_serving_loses_no_request(
     live_mesh: dict[str, Any],
 ) -> None:
