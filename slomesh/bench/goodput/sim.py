@@ -8,7 +8,8 @@ batch they streamed in and the rate offered, `delivered_fit.py`), prefill is sca
 plane's lone step over the profile's, and the live median TTFT of the lowest rate left over
 after replaying it on simulated engines (admission, hops) becomes the profile's submit
 overhead. Without such a plane (too few batches) the decode coefficients are scaled by the
-lowest rate's live median TPOT over the simulated one.
+lowest rate's live median TPOT over the simulated one, either way: a mesh that decodes faster
+than the published profile (taken on a busier host) calibrates a faster simulator.
 
 The ladder (`simulate_rate`). The same offered requests as the live run (arrival times, prompt
 and output lengths from vLLM's result) arrive on `engines` simulated engines
@@ -126,7 +127,7 @@ def calibrate(
         submit = max(0.0, statistics.median(r.ttft_s for r in served) - statistics.median(sim_ttft))
         return _scaled(profile, k, submit, line, rate_rps)
     sim_ttft, sim_tpot = _sim_times(profile, served, engines, max_num_seqs)
-    k = max(1.0, statistics.median(r.tpot_s for r in served) / statistics.median(sim_tpot))
+    k = statistics.median(r.tpot_s for r in served) / statistics.median(sim_tpot)
     scaled_ttft = statistics.median(sim_ttft) * k
     submit = max(0.0, statistics.median(r.ttft_s for r in served) - scaled_ttft)
     return _scaled(profile, k, submit)

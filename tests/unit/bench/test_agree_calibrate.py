@@ -66,7 +66,8 @@ def test_a_submit_overhead_delays_every_first_token_in_the_simulator() -> None:
 
 def test_live_records_calibrate_step_times_and_submit_overhead() -> None:
     """Records three times slower per token than the profile, first tokens 0.3 s late: the
-    calibrated profile scales its steps by about 3 and adds the rest of the TTFT as overhead."""
+    calibrated profile scales its steps by about 3 and adds the rest of the TTFT as overhead;
+    records twice as fast per token scale them by about a half (calibration runs both ways)."""
     profile = load_profiles(PROFILE)[0]
     trace = generate_agree_workload(_trace(30, 0.5), 0)
     engine = EngineConfig(max_num_seqs=2, max_num_batched_tokens=8192)
@@ -84,6 +85,13 @@ def test_live_records_calibrate_step_times_and_submit_overhead() -> None:
     cal = calibrated(profile, slow, replicas=2, max_num_seqs=2)
     assert cal.decode.d4 / profile.decode.d4 == pytest.approx(3.0, rel=0.15)
     assert 0.2 < cal.submit_overhead_s < 0.35
+    fast = [
+        replace(r, finish_s=r.first_token_s + 0.5 * (r.finish_s - r.first_token_s))
+        for r in sim.records
+        if r.first_token_s is not None and r.finish_s is not None
+    ]
+    quicker = calibrated(profile, fast, replicas=2, max_num_seqs=2)
+    assert quicker.decode.d4 / profile.decode.d4 == pytest.approx(0.5, rel=0.15)
     rejected = RequestRecord.from_request(
         trace[0].to_request("x"), None, None, None, 0, reject_reason="HTTP 429"
     )
