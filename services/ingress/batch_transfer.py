@@ -53,7 +53,8 @@ async def receive_body(
             raise too_slow("not complete within", deadline_s, "batch.upload_deadline_s") from None
         idle = idle_s <= left
         try:
-            piece = await asyncio.wait_for(anext(pieces), idle_s if idle else left)
+            async with asyncio.timeout(idle_s if idle else left):
+                piece = await anext(pieces)
         except StopAsyncIteration:
             return
         except TimeoutError:

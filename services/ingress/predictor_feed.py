@@ -131,7 +131,8 @@ class PredictorFeed:
         while self._items:
             if len(self._items) < self.config.max_items:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self.config.interval_ms / 1e3)
+                    async with asyncio.timeout(self.config.interval_ms / 1e3):
+                        await self._full.wait()
             self._full.clear()
             batch = self._items[: self.config.max_items]
             del self._items[: len(batch)]

@@ -138,7 +138,8 @@ class StreamRelay:
         (its node lost, its actor not yet replaced) fails the request within
         replica_accept_timeout_s with a clear error instead of holding the stream open."""
         try:
-            marker = await asyncio.wait_for(anext(call), self.args.replica_accept_timeout_s)
+            async with asyncio.timeout(self.args.replica_accept_timeout_s):
+                marker = await anext(call)
         except TimeoutError:
             raise CallFailed(application, "DEADLINE_EXCEEDED", "no accept") from None
         except StopAsyncIteration:

@@ -127,7 +127,8 @@ class ShardOutbox:
             if not (self._urgent or full):
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.config.interval_ms / 1e3)
+                    async with asyncio.timeout(self.config.interval_ms / 1e3):
+                        await self._wake.wait()
             self._urgent = False
             self._wake.clear()
             batch = self._items[: self.config.max_items]

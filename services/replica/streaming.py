@@ -55,7 +55,8 @@ async def coalesced(
             if pending:
                 wait = max(last_sent + interval_s - clock(), 0.0)
                 with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(queue.get(), wait)
+                    async with asyncio.timeout(wait):  # wait_for could swallow a cancel (3.11)
+                        item = await queue.get()
             else:
                 item = await queue.get()
             terminal = None

@@ -102,7 +102,8 @@ class MeshClient:
                     timeout=timeout,
                 )
             response = self._method(application, method).remote(message, trace_headers=_headers())
-            return await asyncio.wait_for(_result(response), timeout)
+            async with asyncio.timeout(timeout):
+                return await _result(response)
         except TimeoutError:
             raise CallFailed(application, "DEADLINE_EXCEEDED", f"after {timeout:g} s") from None
         except grpc.aio.AioRpcError as err:
@@ -175,7 +176,8 @@ class MeshClient:
     async def _endpoint(self, application: str) -> str:
         """A replica application's own gRPC server, asked over its Serve handle."""
         response = self._handle(application).Endpoint.remote()
-        return str(await asyncio.wait_for(_result(response), self.timeout_s))
+        async with asyncio.timeout(self.timeout_s):
+            return str(await _result(response))
 
     def _stub(self, kind: str) -> Any:
         if self._channel is None:
