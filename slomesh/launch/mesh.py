@@ -246,17 +246,20 @@ def start(
         logging_config=config.get("logging_config", _QUIET),
     )
     apps = config["applications"]
-    serve.run_many(  # one deploy for all applications: they start in parallel
-        [
-            RunTarget(
-                target=_builder(app["import_path"])(app.get("args") or {}),
-                name=app["name"],
-                route_prefix=app.get("route_prefix"),
-                logging_config=config.get("logging_config", _QUIET),
-            )
-            for app in apps
-        ]
-    )
+    try:
+        serve.run_many(  # one deploy for all applications: they start in parallel
+            [
+                RunTarget(
+                    target=_builder(app["import_path"])(app.get("args") or {}),
+                    name=app["name"],
+                    route_prefix=app.get("route_prefix"),
+                    logging_config=config.get("logging_config", _QUIET),
+                )
+                for app in apps
+            ]
+        )
+    except RuntimeError as err:  # Serve names the deployment; its status says why
+        raise RuntimeError(f"{err}\n{_unhealthy_deployments()}") from None
     if listeners.serve_http_proxy_enabled(config):
         _wait_for_routes(config, [a.get("route_prefix") for a in apps])
     wait_for_door(config)
@@ -268,6 +271,19 @@ def start(
             ready_timeout_s,
         )
     return time.monotonic() - t0
+
+
+def _unhealthy_deployments() -> str:
+    """Each deployment Serve does not report healthy, with the message it gives (a constructor's
+    exception, a port it could not bind)."""
+    from ray import serve
+
+    lines = []
+    for app_name, app in serve.status().applications.items():
+        for name, dep in app.deployments.items():
+            if dep.status != "HEALTHY":
+                lines.append(f"{app_name}/{name}: {dep.status}: {dep.message}")
+    return "\n".join(lines) or "(no deployment reports a failure)"
 
 
 def _wait_for_routes(
