@@ -78,6 +78,14 @@ def _calls() -> list[tuple[str, str, Any, str, Any, bool]]:
             False,
         ),
         (
+            "replica-0",
+            "replica.SwapModel",
+            replica_pb2_grpc.ReplicaStub,
+            "SwapModel",
+            replica_pb2.ModelSwapOrder(model=meta.model),  # not served here: refused, no swap
+            False,
+        ),
+        (
             "scheduler",
             "scheduler.Admit",
             scheduler_pb2_grpc.SchedulerStub,
@@ -125,6 +133,22 @@ def _calls() -> list[tuple[str, str, Any, str, Any, bool]]:
             scheduler_pb2_grpc.SchedulerStub,
             "Sync",
             scheduler_pb2.SyncBatch(ingress_id="exposure"),
+            False,
+        ),
+        (
+            "scheduler",
+            "scheduler.Health",
+            scheduler_pb2_grpc.SchedulerStub,
+            "Health",
+            scheduler_pb2.HealthQuery(),
+            False,
+        ),
+        (
+            "scheduler",
+            "scheduler.Exchange",
+            scheduler_pb2_grpc.SchedulerStub,
+            "Exchange",
+            scheduler_pb2.ShardUsage(),  # no shard named: taken as no peer's report
             False,
         ),
         (
@@ -212,7 +236,7 @@ def _call(channel: grpc.Channel, row: tuple[Any, ...], token: str | None) -> str
             getattr(stub, method)(message, metadata=metadata, timeout=10)
         return "OK"
     except grpc.RpcError as err:
-        return err.code().name
+        return str(err.code().name)
 
 
 def main() -> int:

@@ -46,13 +46,14 @@ class ShardMember:
     def shard_health(self) -> dict[str, Any]:
         """HealthReply fields of the shards: this one's name, the live shards, its ready
         replicas per model (ingresses route by them: services/ingress/shard_router.py), and the
-        requests it admitted (benchmarks divide its CPU by them)."""
+        requests it admitted (benchmarks divide its CPU by them), of them on lease credits."""
         return {
             "shard": self.shards.cfg.name,
             "shards": self.shards.live(),
             "usage_staleness_s": self.shards.staleness_s,
             "max_usage_staleness_s": self.shards.max_staleness_s,
             "admitted_total": self.admits + self.leases.placed,
+            "fast_path_total": self.leases.placed,
             "replicas": [
                 scheduler_pb2.ModelReplicas(model=m, ready=n)
                 for m, n in self.shards.ready_counts(self._ready).items()

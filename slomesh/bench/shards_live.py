@@ -7,11 +7,11 @@ open-loop Poisson load for `seconds` (slomesh/bench/open_loop.py), p50/p99 time 
 process spent meanwhile (psutil over the process tree of this driver, which started Ray).
 CPU per admission = the scheduler shards' CPU seconds over the requests they admitted at that
 rate (the sum of their Health's `admitted_total` after the step minus before: `Admit`, and
-placements on lease credits, the fast path; requests refused count in the CPU, not the
-denominator). A scheduler whose Health has no such count (older code) is divided by the
-requests served instead (`denominator` says which). Before the ladder, the shards'
-CPU while the mesh is idle gives the cost of the usage exchange (and the replica probes) per
-second, which the simulator's shard model takes (slomesh/sim/shards.py).
+placements on lease credits, the fast path, counted apart as `fast_path`; requests refused
+count in the CPU, not the denominator). A scheduler whose Health has no such count (older
+code) is divided by the requests served instead (`denominator` says which). Before the
+ladder, the shards' CPU while the mesh is idle gives the cost of the usage exchange (and the
+replica probes) per second, which the simulator's shard model takes (slomesh/sim/shards.py).
 """
 
 from __future__ import annotations
@@ -57,9 +57,14 @@ def _staleness(shards: int) -> list[float]:
     return [float(h.max_usage_staleness_s) for h in _health(shards)]
 
 
-def _admitted(shards: int) -> int:
-    """Requests the shards admitted since they started (their Health), fast path included."""
-    return sum(int(getattr(h, "admitted_total", 0)) for h in _health(shards))
+def _admitted(shards: int) -> tuple[int, int]:
+    """Requests the shards admitted since they started (their Health), fast path included, and
+    of them those placed on lease credits (the fast path)."""
+    health = _health(shards)
+    return (
+        sum(int(getattr(h, "admitted_total", 0)) for h in health),
+        sum(int(getattr(h, "fast_path_total", 0)) for h in health),
+    )
 
 
 def per_admission(step: dict[str, Any], sched_cpu_s: float, admitted: int) -> None:
@@ -91,12 +96,14 @@ def run_ladder(
         idle = tree_cpu(me).minus(before)
         steps = []
         for rate in rates:
-            admitted = _admitted(shards)
+            admitted, fast = _admitted(shards)
             before = tree_cpu(me)
             load = ladder(url, model, MESH_PROMPT, [rate], seconds, seed, 0)
             step = asyncio.run(load)[0]
             used = tree_cpu(me).minus(before)
-            per_admission(step, _scheduler_cpu(used.by_process), _admitted(shards) - admitted)
+            after, fast_after = _admitted(shards)
+            per_admission(step, _scheduler_cpu(used.by_process), after - admitted)
+            step["fast_path"] = fast_after - fast
             step["mesh_cpu_s"] = used.outside_s
             steps.append(step)
         staleness = _staleness(shards)

@@ -36,21 +36,25 @@ def _live(live: list[dict[str, Any]]) -> list[str]:
         "Time to first token with engines that take no time is the admission latency. CPU per "
         "admission is the scheduler shards' CPU seconds over the requests they admitted at that "
         "rate, fast path included (idle probing and usage exchange included; `*`: over the "
-        "requests served, a scheduler that does not count its admissions). Served: requests "
+        "requests served, a scheduler that does not count its admissions). Fast path: the share "
+        "of admissions placed on lease credits, without an `Admit` call. Served: requests "
         "answered in full per second. Errors: requests not served (refused or failed) at that "
         "rate.",
         "",
-        "| shards | rate req/s | admitted/s | served/s | p50 ms | p99 ms | errors "
+        "| shards | rate req/s | admitted/s | fast path | served/s | p50 ms | p99 ms | errors "
         "| scheduler CPU per admission ms | load average |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in live:
         load = "/".join(f"{x:.1f}" for x in run.get("load_average", []))
         for s in run["steps"]:
             admitted = s.get("admitted_rps", s["achieved_rps"])
             mark = "" if s.get("denominator", "served") == "admitted" else "*"
+            fast = "-"
+            if "fast_path" in s and s.get("admitted"):
+                fast = f"{100.0 * s['fast_path'] / s['admitted']:.0f}%"
             out.append(
-                f"| {run['shards']} | {s['rate_rps']:g} | {admitted:.0f} "
+                f"| {run['shards']} | {s['rate_rps']:g} | {admitted:.0f} | {fast} "
                 f"| {s['achieved_rps']:.0f} "
                 f"| {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['errors']} "
                 f"| {s['scheduler_cpu_per_admission_ms']:.2f}{mark} | {load} |"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slomesh.bench.compare import hot_path
+from slomesh.bench.compare.admission_paths import admission_paths, describe
 from slomesh.bench.compare.run import Plan, load_average, parse_systems, run_system, specs
 from slomesh.bench.compare.stats import (
     SystemResult,
@@ -44,6 +45,7 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
     print(f"load average before: {sitting['load_before']}")
     results: list[SystemResult] = []
     span_tables: dict[str, dict[str, dict[str, float]]] = {}
+    admissions: dict[str, dict[str, Any]] = {}
     for spec in specs(names, out_dir, PORTS):
         result, windows = run_system(spec, plan, out_dir / "logs")
         print(f"   load average: {load_average()}")
@@ -53,6 +55,7 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
             label = "" if spec.name == "slomesh" else f" ({spec.name})"
             for phase, window in windows.items():
                 span_tables[phase + label] = span_breakdown(lines, window)
+                admissions[phase + label] = admission_paths(lines, window)
             result.spans = span_tables.get("unloaded max_tokens=1" + label, {})
         results.append(result)
     capacity = admission_capacity() if args.rates.strip() else None
@@ -62,6 +65,8 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
     for phase, table in span_tables.items():
         print(f"\nslomesh spans, {phase}:")
         print(format_spans(table))
+    for phase, paths in admissions.items():
+        print(f"\nslomesh admissions, {phase}: {describe(paths)}")
     for r in results:
         if r.cpu_by_process_s:
             top = list(r.cpu_by_process_s.items())[:8]
@@ -72,6 +77,7 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
     detail = {
         "systems": [asdict(r) for r in results],
         "spans": span_tables,
+        "admissions": admissions,
         "plan": asdict(plan),
         "load_average_end": load_average(),
         "sitting": sitting,

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from slomesh.bench.compare.admission_paths import admitted, describe
+
 ROLES = (
     "ingress",
     "replica shells",
@@ -130,6 +132,7 @@ def render(detail: dict[str, Any], command: str, baseline: dict[str, Any] | None
             )
     lines += ["", *_target_lines(now, bare), "", "## slomesh by process role", ""]
     lines += _role_table(now.get("slomesh"), before.get("slomesh"))
+    lines += _admission_lines(detail, now.get("slomesh"))
     capacity = detail.get("admission_capacity_rps")
     if capacity is not None:
         lines += [
@@ -172,6 +175,36 @@ def _role_table(now: dict[str, Any] | None, before: dict[str, Any] | None) -> li
     if old:
         row += [f"**{sum(old.values()):.2f}**", f"{total - sum(old.values()):+.2f}"]
     out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+C8_PHASE = "concurrency 8"
+"""The phase whose admissions the page reports (bench_compare's span windows)."""
+SCHEDULER_TARGET_MS = 0.5
+"""The target: scheduler CPU per admission at most this many ms."""
+
+
+def _admission_lines(detail: dict[str, Any], system: dict[str, Any] | None) -> list[str]:
+    """How the c8 run's requests were admitted (admission_paths.py) and the scheduler's CPU
+    per admission (its processes' CPU seconds over the admissions of both paths)."""
+    paths = (detail.get("admissions") or {}).get(C8_PHASE)
+    if system is None or not paths:
+        return []
+    out = ["", "## Admissions in the concurrency-8 run", "", describe(paths) + "."]
+    n = admitted(paths)
+    cpu_s = sum(
+        float(v)
+        for k, v in (system.get("cpu_by_process_s") or {}).items()
+        if role_of(k) == "scheduler"
+    )
+    if n > 0 and cpu_s > 0:
+        ms = cpu_s * 1e3 / n
+        verdict = "met" if ms <= SCHEDULER_TARGET_MS else "not met"
+        out += [
+            "",
+            f"Scheduler CPU per admission: {ms:.2f} ms ({cpu_s:.2f} s over {n} admissions); "
+            f"target <= {SCHEDULER_TARGET_MS:g} ms: **{verdict}**.",
+        ]
     return out
 
 

@@ -78,3 +78,11 @@ def test_cpu_per_admission_divides_by_the_admitted_requests_else_the_served() ->
     per_admission(old, 0.6, 0)  # a scheduler that does not count its admissions
     assert old["scheduler_cpu_per_admission_ms"] == pytest.approx(6.0)
     assert old["denominator"] == "served"
+
+
+def test_the_ladder_gives_the_fast_paths_share_of_admissions() -> None:
+    counted = {**_step(1.0), "admitted": 200, "fast_path": 150, "admitted_rps": 100.0}
+    run = {"shards": 1, "idle_scheduler_cpu_per_s": 0.0, "steps": [counted, _step(2.0)]}
+    page = render({"command": "c", "live": [run]})
+    assert "| 1 | 80 | 100 | 75% | 80 |" in page
+    assert "| 1 | 80 | 80 | - | 80 |" in page  # a step without the count

@@ -95,6 +95,8 @@ def test_two_shards_divide_the_replicas_and_say_so_in_health() -> None:
         assert _ready(health) == {LLAMA: 2}
         placed = {(await b.Admit(_admit(f"r{k}"))).replica.application for k in range(6)}
         assert placed <= b.shards.owned
+        counted = await b.Health(scheduler_pb2.HealthQuery())
+        assert (counted.admitted_total, counted.fast_path_total) == (6, 0)  # all by Admit
 
     asyncio.run(run())
 

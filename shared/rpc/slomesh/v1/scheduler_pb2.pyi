@@ -60,7 +60,7 @@ class HealthQuery(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas", "usage_staleness_s", "max_usage_staleness_s", "admitted_total")
+    __slots__ = ("can_admit", "reason", "queued", "in_flight", "ready_models", "shard", "shards", "replicas", "usage_staleness_s", "max_usage_staleness_s", "admitted_total", "fast_path_total")
     CAN_ADMIT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class HealthReply(_message.Message):
     USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
     MAX_USAGE_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
     ADMITTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FAST_PATH_TOTAL_FIELD_NUMBER: _ClassVar[int]
     can_admit: bool
     reason: str
     queued: int
@@ -83,7 +84,8 @@ class HealthReply(_message.Message):
     usage_staleness_s: float
     max_usage_staleness_s: float
     admitted_total: int
-    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ..., usage_staleness_s: _Optional[float] = ..., max_usage_staleness_s: _Optional[float] = ..., admitted_total: _Optional[int] = ...) -> None: ...
+    fast_path_total: int
+    def __init__(self, can_admit: _Optional[bool] = ..., reason: _Optional[str] = ..., queued: _Optional[int] = ..., in_flight: _Optional[int] = ..., ready_models: _Optional[_Iterable[str]] = ..., shard: _Optional[str] = ..., shards: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[_Union[ModelReplicas, _Mapping]]] = ..., usage_staleness_s: _Optional[float] = ..., max_usage_staleness_s: _Optional[float] = ..., admitted_total: _Optional[int] = ..., fast_path_total: _Optional[int] = ...) -> None: ...
 
 class ModelReplicas(_message.Message):
     __slots__ = ("model", "ready")
