@@ -117,14 +117,17 @@ class PredictorFeed:
             self._report_drop(QUEUE_FULL, 1)
             return
         self._items.append(item)
-        if self._full is None:
+        loop = asyncio.get_running_loop()
+        if self._task is not None and self._task.get_loop() is not loop:
+            self._task = None  # its loop is gone (an Event binds to the loop that waits on it)
+        if self._full is None or self._task is None:
             self._full = asyncio.Event()
         if len(self._items) >= self.config.max_items:
             self._full.set()
         if self._task is None or self._task.done():
             # the sender below returns only once the queue is empty, without awaiting after
             # its last check, so an item added here is never left behind by a finishing sender
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = loop.create_task(self._run())
 
     async def _run(self) -> None:
         assert self._full is not None

@@ -118,8 +118,14 @@ class ShardOutbox:
         return True
 
     def _run_soon(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._task is not None and self._task.get_loop() is not loop:
+            self._task = None  # its loop is gone (an Event binds to the loop that waits on it)
+            was_set, self._wake = self._wake.is_set(), asyncio.Event()
+            if was_set:
+                self._wake.set()
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = loop.create_task(self._run())
 
     async def _run(self) -> None:
         while self._items or self._urgent:
