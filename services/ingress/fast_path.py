@@ -51,7 +51,12 @@ class FastPath:
         self._epochs: dict[str, str] = {}
         """Request id -> the grant epoch its placement was made in (until its report)."""
         self.outbox = ShardOutbox(
-            self._sync, self.ingress_id, self._apply, self._not_placed, outbox
+            self._sync,
+            self.ingress_id,
+            self._apply,
+            self._not_placed,
+            outbox,
+            lambda: self.ledger.holds_credit(time.monotonic()),
         )
         """Placements and completion reports for this shard, batched (shard_outbox.py)."""
         self._side: set[asyncio.Task[None]] = set()

@@ -14,7 +14,14 @@ When a batch is sent:
 - else `interval_ms` after the first waiting item (the staleness bound: the scheduler's books
   lag this ingress's placements and completions by at most that plus one call, and the seats
   not yet noticed stay reserved to this ingress by its grant, so the lag never hands a seat
-  twice; a completion frees its seat at most that much later).
+  twice; a completion frees its seat at most that much later);
+- `headroom_interval_ms` instead while this ingress holds unspent credits of a live grant
+  (`relaxed`): the shard granted them with an empty queue, so no queued request waits on a
+  completion to be pulled, and the credits reserve the seats of the placements not yet told.
+  A queue that forms meanwhile sees this ingress's completions at most that much later, until
+  its next grant (empty while the queue holds anything) ends the credits. At a few dozen
+  requests a second per ingress this is most of the calls: each costs the shard and the
+  ingress Serve's per-call CPU, whatever it carries.
 One call is in flight at a time per shard, so the scheduler runs a request's placement before
 its report; items that come meanwhile go in the next call. A failed call's placements are
 handed to `on_failed` (their credits are given back); its reports are lost, as a failed
@@ -41,6 +48,9 @@ class OutboxConfig(BaseModel):
     interval_ms: float = Field(default=20.0, ge=0.0)
     """How long the first waiting item waits for others before the batch is sent, milliseconds
     (0: at the next turn of the event loop)."""
+    headroom_interval_ms: float = Field(default=100.0, ge=0.0)
+    """The same wait while this ingress holds unspent lease credits (the shard had no queue
+    when it granted them), milliseconds; a grant needed or a full batch still goes at once."""
     max_items: int = Field(default=128, ge=1)
     """Items one `Sync` call carries at most; a full batch is sent at once."""
     max_queued_items: int = Field(default=8192, ge=1)
@@ -58,8 +68,11 @@ class ShardOutbox:
         on_grant: Callable[[scheduler_pb2.LeaseGrant], None],
         on_failed: Callable[[list[scheduler_pb2.PlaceNotice]], None],
         config: OutboxConfig | None = None,
+        relaxed: Callable[[], bool] = lambda: False,
     ) -> None:
         self._send = send
+        self._relaxed = relaxed
+        """Whether this ingress holds unspent credits now (`headroom_interval_ms` applies)."""
         self.ingress_id = ingress_id
         self._on_grant = on_grant
         self._on_failed = on_failed
@@ -133,7 +146,7 @@ class ShardOutbox:
             if not (self._urgent or full):
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.config.interval_ms / 1e3):
+                    async with asyncio.timeout(self.wait_s()):
                         await self._wake.wait()
             self._urgent = False
             self._wake.clear()
@@ -142,6 +155,11 @@ class ShardOutbox:
             await self._call(batch)
             self._sent += len(batch)
             self._release()
+
+    def wait_s(self) -> float:
+        """How long the first waiting item waits for others now, seconds (module docstring)."""
+        relaxed = self._relaxed()
+        return (self.config.headroom_interval_ms if relaxed else self.config.interval_ms) / 1e3
 
     async def _call(self, batch: list[scheduler_pb2.SyncItem]) -> None:
         self.calls += 1

@@ -97,6 +97,10 @@ class CreditLedger:
             if e.credit.model == model
         )
 
+    def holds_credit(self, now_s: float) -> bool:
+        """Whether a live grant has a credit left for any model."""
+        return self._live(now_s) and any(e.credit.limit > e.taken for e in self._entries.values())
+
     def refresh_due(self, model: str, now_s: float) -> bool:
         """Whether to ask for a new grant: none yet, half its life passed, or none left and a
         tenth of its life passed (no headroom: ask again soon, not at every request)."""

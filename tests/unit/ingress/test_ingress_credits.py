@@ -4,6 +4,8 @@ epoch, and asks for a refresh when due."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.ingress.core.credits import Credit, CreditLedger
@@ -95,7 +97,7 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
         ],
     ],
 )
-def test_ledger(steps: list[tuple]) -> None:
+def test_ledger(steps: list[tuple[Any, ...]]) -> None:
     ledger = CreditLedger()
     for step in steps:
         if step[0] == "grant":
@@ -126,3 +128,23 @@ def test_refresh_due(grant: list[Credit] | None, takes: int, now: float, due: bo
     for _ in range(takes):
         ledger.take("m", 0.0)
     assert ledger.refresh_due("m", now) is due
+
+
+@pytest.mark.parametrize(
+    ("grant", "takes", "now", "holds"),
+    [
+        (None, 0, 0.0, False),  # never granted
+        ([c("a", 2)], 0, 0.1, True),
+        ([c("a", 2)], 1, 0.1, True),  # one left
+        ([c("a", 2)], 2, 0.1, False),  # spent
+        ([c("a", 0), c("b", 1, "other")], 0, 0.1, True),  # a credit for any model counts
+        ([c("a", 2)], 0, 0.6, False),  # the grant expired (ttl 0.5 s)
+    ],
+)
+def test_holds_credit(grant: list[Credit] | None, takes: int, now: float, holds: bool) -> None:
+    ledger = CreditLedger()
+    if grant is not None:
+        ledger.update("e", grant, 0.5, 0.0)
+    for _ in range(takes):
+        ledger.take("m", 0.0)
+    assert ledger.holds_credit(now) is holds

@@ -140,3 +140,30 @@ def test_beyond_the_queue_bound_a_placement_is_handed_back_at_once() -> None:
         assert sched.batches == [[("place", "a")], [("place", "b")]]
 
     asyncio.run(run())
+
+
+def test_the_wait_is_longer_while_this_ingress_holds_credits() -> None:
+    async def run() -> None:
+        holds = [False]
+        config = OutboxConfig(interval_ms=20, headroom_interval_ms=100)
+        box = ShardOutbox(Scheduler().sync, "i", print, print, config, lambda: holds[0])
+        assert box.wait_s() == 0.02  # no credit: the shard may have a queue waiting on reports
+        holds[0] = True
+        assert box.wait_s() == 0.1
+
+    asyncio.run(run())
+
+
+def test_with_credits_held_a_grant_needed_still_goes_at_once() -> None:
+    async def run() -> None:
+        sched = Scheduler()
+        config = OutboxConfig(interval_ms=3_600_000, headroom_interval_ms=3_600_000)
+        box = ShardOutbox(sched.sync, "i", lambda g: None, print, config, lambda: True)
+        box.report(_report("r1"))
+        await asyncio.sleep(0)
+        assert sched.batches == []  # waits (an hour here)
+        box.flush()
+        await box.drained()
+        assert sched.batches == [[("report", "r1")]]
+
+    asyncio.run(run())
