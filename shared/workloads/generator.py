@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,7 +109,10 @@ def generate(spec: WorkloadSpec, seed: int) -> list[Request]:
         model_ids.append(picks + len(model_table))
         stream_ids.append(np.full(n, k, dtype=np.int64))
         model_table.extend(stream.models)
-        slos.append(get_slo_class(stream.slo_class).to_slo())
+        slo = get_slo_class(stream.slo_class).to_slo()
+        if stream.ttft_deadline_s is not None:
+            slo = replace(slo, ttft_deadline_s=stream.ttft_deadline_s)
+        slos.append(slo)
 
     all_times = np.concatenate(times)
     order = np.argsort(all_times, kind="stable")

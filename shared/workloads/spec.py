@@ -90,6 +90,15 @@ class StreamSpec(BaseModel):
     slo_class: str = Field(
         description="SLO class preset name (see shared.workloads.slo_classes.CLASS_PRESETS)."
     )
+    ttft_deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "TTFT deadline of this stream's requests, seconds after arrival, in place of the "
+            "class's (the requests keep the class's name and its other objectives); None: the "
+            "class's deadline."
+        ),
+    )
     models: list[str] = Field(
         min_length=1, description="Models; each request picks one uniformly at random."
     )

@@ -175,3 +175,23 @@ def test_large_workload_builds() -> None:
     reqs = generate(workload(100_000), 3)
     assert len(reqs) == 100_000
     assert reqs[-1].request_id == "r099999"
+
+
+def test_a_stream_deadline_replaces_its_class_deadline_and_keeps_the_rest() -> None:
+    spec = workload(600)
+    streams = [
+        s.model_copy(update={"ttft_deadline_s": 120.0}) if s.name in ("bulk", "replay") else s
+        for s in spec.streams
+    ]
+    reqs = generate(spec.model_copy(update={"streams": streams}), 3)
+    by_class: dict[str, list[Request]] = {}
+    for r in reqs:
+        by_class.setdefault(r.slo.class_name, []).append(r)
+    assert {r.slo.ttft_deadline_s for r in by_class["batch-2"]} == {120.0}
+    assert {r.slo.ttft_deadline_s for r in by_class["interactive"]} == {20.0}
+    tight = {(r.slo.ttft_deadline_s, r.slo.tpot_target_s) for r in by_class["tight"]}
+    assert tight == {(120.0, 0.050)}  # the class's TPOT target stays
+    # the same draws as without the override: only the deadlines differ
+    assert [(r.request_id, r.arrival_s) for r in reqs] == [
+        (r.request_id, r.arrival_s) for r in generate(spec, 3)
+    ]

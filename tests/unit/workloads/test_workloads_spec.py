@@ -67,6 +67,8 @@ def stream(**overrides: Any) -> dict[str, Any]:
         ({"rate_rps": 0.0}, "rate_rps"),
         ({"rate_rps": float("nan")}, "rate_rps"),
         ({"burstiness_cv": 0.0}, "burstiness_cv"),
+        ({"ttft_deadline_s": 0.0}, "ttft_deadline_s"),
+        ({"ttft_deadline_s": float("inf")}, "ttft_deadline_s"),
         ({"slo_class": "platinum"}, "slo_class"),
         ({"models": []}, "models"),
         ({"models": [""]}, "models"),
