@@ -149,7 +149,8 @@ def test_replicas_list_waiting_requests_only_for_a_deadline_aware_guard(
     key = "vllm" if engine == "vllm" else "engine_config"
     assert apps["scheduler"]["ttft_guard"]["deadline_aware"] is deadline_aware
     assert apps["replica-0"][key]["report_waiting_prefill"] is deadline_aware
-    assert _apps("slomesh")["replica-0"]["vllm"]["report_waiting_prefill"] is False
+    assert _apps("scorpio")["replica-0"]["vllm"]["report_waiting_prefill"] is False
+    assert _apps("slomesh")["replica-0"]["vllm"]["report_waiting_prefill"] is True
 
 
 def test_slomesh_up_config_gets_the_shipped_profile_of_its_vllm_replicas(tmp_path: Path) -> None:
