@@ -88,7 +88,8 @@ PAGES = (
           "slomesh.bench.agree.workload:AgreeWorkloadSpec",
           "slomesh.bench.scenarios.diurnal:DiurnalSpec",
           "shared.workloads.conversations:ConversationSpec",
-          "slomesh.sim.shards:ShardModel", "slomesh.sim.scheduler:SimAdmissionConfig")),
+          "slomesh.sim.shards:ShardModel", "slomesh.sim.scheduler:SimAdmissionConfig",
+          "slomesh.sim.ingress:SimIngressConfig")),
 )  # fmt: skip
 
 NOT_CONFIG = frozenset({

@@ -4,11 +4,13 @@ stack; attainment per stack and class side by side, whether the ranking agrees, 
 waiting-time estimator's R² on both sides (slomesh/bench/agree/).
 
 Live (slomesh/cli/bench_agree_live.py): each stack on a fresh mesh of deploy/ray/local.yaml
-started as `slomesh up --stack S` would (the mesh's own overload protections lifted above the
-trace, so only SLOs and the stack reject, as in the simulator), one at a time under the host's
-live lock; before the first stack's trace a calibration trace calibrates the profile.
+started as `slomesh up --stack S` would (the limits the simulator does not run lifted above
+the trace), one at a time under the host's live lock; before the first stack's trace one
+calibration trace per --calibrate-rate calibrates the profile (slomesh/bench/agree/calibrate.py).
 Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
-`ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given). Reports and
+`ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), behind the
+live config's scheduler and ingress admission (the ingress's delivered-latency guard and reject
+hold-off included: slomesh/sim/ingress.py). Reports and
 exits 0; it does not assert the targets.
 """
 
@@ -43,14 +45,17 @@ from slomesh.bench.agree.workload import (
 )
 from slomesh.cli.bench_agree_live import (
     LiveResults,
+    live_config,
     qlm_options,
     replicas_of,
     run_live,
+    sim_admission,
     with_replicas,
 )
 from slomesh.cli.errors import UsageError
 from slomesh.launch import mesh
 from slomesh.stacks import STACKS
+from slomesh.stacks.live import StackRefused
 
 DEFAULT_CLASSES = "short:0.4:3:16:32-128,long:0.6:3600:256:64-256"
 
@@ -92,11 +97,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--calibrate-requests",
         type=int,
         default=40,
-        help="live: requests of the calibration trace run before the first stack's trace, on "
+        help="live: requests of each calibration trace run before the first stack's trace, on "
         "which the simulator's profile is calibrated (0: simulate with --profile as it is)",
     )
     p.add_argument(
-        "--calibrate-rate", type=float, default=1.0, help="calibration trace's arrivals per s"
+        "--calibrate-rate",
+        default="1",
+        help="comma-separated arrivals per s of the calibration traces, one trace per rate (two "
+        "or more fit the decode step's growth with the rate offered; include the trace's own)",
     )
     p.add_argument(
         "--live-lock",
@@ -132,12 +140,14 @@ def run(args: argparse.Namespace) -> int:
         classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
     )
     trace = generate_agree_workload(spec, args.seed)
-    calibration: list[AgreeRequest] = []
+    args.calibrate_rates = _rates(args.calibrate_rate)
+    calibration: dict[float, list[AgreeRequest]] = {}
     if args.calibrate_requests > 0:
-        cal_spec = spec.model_copy(
-            update={"requests": args.calibrate_requests, "rate_rps": args.calibrate_rate}
-        )
-        calibration = generate_agree_workload(cal_spec, args.seed + 1)
+        for k, rate in enumerate(args.calibrate_rates):
+            cal_spec = spec.model_copy(
+                update={"requests": args.calibrate_requests, "rate_rps": rate}
+            )
+            calibration[rate] = generate_agree_workload(cal_spec, args.seed + 1 + k)
     profile = load_profiles(args.profile)[0]
     replicas = replicas_of(with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas))
     out = args.out or Path("runs/bench-agree")
@@ -152,7 +162,12 @@ def run(args: argparse.Namespace) -> int:
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
-        run_ = simulate(prof, replicas, engine, stack, [r.to_request(prof.model) for r in trace])
+        try:
+            admission, ingress = sim_admission(live_config(args, spec, p))
+        except StackRefused:  # not live (--sim-only): the mesh's settings without the stack
+            admission, ingress = sim_admission(live_config(args, spec, None))
+        requests = [r.to_request(prof.model) for r in trace]
+        run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress)
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
 
     def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
@@ -194,6 +209,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rates(text: str) -> list[float]:
+    try:
+        rates = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--calibrate-rate: {text!r} is not comma-separated numbers") from None
+    if not rates or rates[0] <= 0:
+        raise UsageError(f"--calibrate-rate: {text!r}: give one or more rates > 0")
+    return rates
+
+
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (the page lists it)."""
     parts = [
@@ -212,7 +237,7 @@ def _command(args: argparse.Namespace) -> str:
     else:
         parts += [
             f"--calibrate-requests {args.calibrate_requests}",
-            f"--calibrate-rate {args.calibrate_rate:g}",
+            f"--calibrate-rate {','.join(f'{r:g}' for r in args.calibrate_rates)}",
         ]
         parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
     parts += [f"--page {args.page}"]

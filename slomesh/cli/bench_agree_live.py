@@ -8,8 +8,9 @@ release the lock. Every stack gets a fresh mesh, even where the engine arguments
 are the same: the trace's prompts are the same for every stack, and a reused vLLM engine would
 serve the second stack's prefills from the first stack's prefix cache.
 
-Before the first stack's trace its mesh serves the calibration trace (its own seed),
-on which the simulator's profile is calibrated (slomesh/bench/agree/calibrate.py).
+Before the first stack's trace its mesh serves the calibration traces (one per calibration rate,
+seeds of their own), on which the simulator's profile is calibrated
+(slomesh/bench/agree/calibrate.py).
 
 The client runs in this process at a raised CPU priority while it replays (`client_nice`, after
 the mesh's processes have started, so they keep the priority they were started with): on a
@@ -28,7 +29,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from slomesh.bench.agree.calibrate import calibrated
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
 from slomesh.launch import mesh
+from slomesh.sim.ingress import SimIngressConfig
+from slomesh.sim.scheduler import SimAdmissionConfig
 from slomesh.stacks import load_stack
 from slomesh.stacks.live import apply_stack
 
@@ -61,18 +64,21 @@ def _classes_config(spec: AgreeWorkloadSpec) -> dict[str, Any]:
     }
 
 
-def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) -> dict[str, Any]:
-    """deploy/ray/local.yaml as `bench-agree` runs `policy`: replica seats and the scheduler's
-    view of them from --max-num-seqs, the measured profile published, the stack applied, the
-    workload's SLO classes at the ingress. The mesh's own overload protections, which no stack
-    names and the simulator does not run, are lifted above the trace so only SLOs and the stack
-    reject, as in the simulator: the proxy queue, the ingress's concurrency, admission wait,
-    delivered-latency guard and rejection hold-off, the scheduler's in-flight cap and global-queue
-    wait."""
+def live_config(
+    args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str | None
+) -> dict[str, Any]:
+    """deploy/ray/local.yaml as `bench-agree` runs `policy` (None: the config's own): replica
+    seats and the scheduler's view of them from --max-num-seqs, the measured profile published,
+    the stack applied, the workload's SLO classes at the ingress. The ingress's own admission
+    (delivered-latency guard, reject hold-off) runs as `slomesh up` runs it, and the simulator
+    runs it too (`sim_admission`). The mesh's limits that the simulator does not run are lifted
+    above the trace: the proxy queue, the ingress's concurrency and admission wait; so are the
+    scheduler's in-flight cap and global-queue wait, which the simulator runs as set here."""
     config = with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
     config = _with_seats(config, args.max_num_seqs)
     config = mesh.with_profiles(config, [args.profile])
-    config = apply_stack(config, load_stack(policy))
+    if policy is not None:
+        config = apply_stack(config, load_stack(policy))
     loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
     for app in config["applications"]:
         a = app.setdefault("args", {})
@@ -84,14 +90,23 @@ def live_config(args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str) 
             a["max_queued_at_proxy"] = max(32, spec.requests)
             a["admit_timeout_s"] = loosest_ms / 1e3
             a["replica_accept_timeout_s"] = 30.0
-            a["delivered_guard"] = {**a.get("delivered_guard", {}), "enabled": False}
-            a["reject_hold_off_s"] = 0.0
         elif app["name"] == "scheduler":
             a["max_queue_wait_ms"] = loosest_ms
             a["max_in_flight_per_replica"] = max(64, spec.requests)
             if a.get("policy") == "qlm":
                 a["policy_options"] = qlm_options(args, a["policy_options"])
     return config
+
+
+def sim_admission(config: dict[str, Any]) -> tuple[SimAdmissionConfig, SimIngressConfig]:
+    """The scheduler's and the ingress's admission settings of the mesh `config`, as the
+    simulator runs them."""
+    apps = {app["name"]: app.get("args", {}) for app in config["applications"]}
+    sched = apps.get("scheduler", {})
+    admission = SimAdmissionConfig.model_validate(
+        {k: sched[k] for k in SimAdmissionConfig.model_fields if k in sched}
+    )
+    return admission, SimIngressConfig.of_args(apps.get("ingress", {}))
 
 
 def with_replicas(config: dict[str, Any], replicas: int | None) -> dict[str, Any]:
@@ -192,7 +207,7 @@ def run_live(
     args: argparse.Namespace,
     spec: AgreeWorkloadSpec,
     trace: Sequence[AgreeRequest],
-    calibration: Sequence[AgreeRequest],
+    calibration: Mapping[float, Sequence[AgreeRequest]],
     profile: HardwareProfile,
     out: Path,
     done: Callable[[str, LiveResults], None],
@@ -220,9 +235,14 @@ def run_live(
 
                 asyncio.run(warm_up(base, model, builder.build(32, 1)))
                 if res.profile is None and calibration:
-                    cal = _send(builder, base, model, calibration, args.client_nice)
-                    (out / "live-calibration.json").write_text(json.dumps([asdict(r) for r in cal]))
-                    res.profile = calibrated(profile, cal, replicas_of(config), args.max_num_seqs)
+                    cal = {}
+                    for rate, reqs in calibration.items():
+                        cal[rate] = _send(builder, base, model, reqs, args.client_nice)
+                        raw_cal = json.dumps([asdict(r) for r in cal[rate]])
+                        (out / f"live-calibration-{rate:g}.json").write_text(raw_cal)
+                    res.profile = calibrated(
+                        profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
+                    )
                     print(f"# calibrated: {res.profile.source}", flush=True)
                 t = time.monotonic()
                 res.records[policy] = _send(builder, base, model, trace, args.client_nice)

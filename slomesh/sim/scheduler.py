@@ -146,7 +146,9 @@ class SimScheduler:
                 self._reports(now)
                 decision = adm.admit(request, now)
                 if not decision.admitted:
-                    self._answer(request, decision.reason, decision.drop_reason, now)
+                    self._answer(
+                        request, decision.reason, decision.drop_reason, now, decision.retry_after_s
+                    )
             case ev.StepEnd(instance=name):
                 adm.step_end(name, now)
             case ev.Finish(request_id=rid, output_tokens=n):
@@ -172,8 +174,10 @@ class SimScheduler:
         out, self.answered = self.answered, []
         return out
 
-    def _answer(self, request: Request, reason: str, drop: str, now_s: float) -> None:
-        self.answered.append(Rejection(len(self.answered), request, reason, drop))
+    def _answer(
+        self, request: Request, reason: str, drop: str, now_s: float, retry_after_s: float = 1.0
+    ) -> None:
+        self.answered.append(Rejection(len(self.answered), request, reason, drop, retry_after_s))
 
     def _reports(self, now_s: float) -> None:
         """Every engine's queue as a fresh report for the TTFT guard."""

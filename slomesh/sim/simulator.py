@@ -14,6 +14,7 @@ from pathlib import Path
 
 from services.replica.core.sequence import Sequence as Seq
 from services.scheduler.core import events as cev
+from services.scheduler.core.output import Rejection
 from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
 from shared.domain import HardwareProfile, Request
 from shared.domain.scorpio import ScorpioConfig
@@ -23,6 +24,7 @@ from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.events import Arrival, Event, Schedule, Tick
+from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
 from slomesh.stacks import StackConfig
@@ -41,10 +43,13 @@ class Simulator:
         progress: Callable[[int], None] | None = None,
         timer: Callable[[], float] = time.perf_counter,
         admission: SimAdmissionConfig | None = None,
+        ingress: SimIngressConfig | None = None,
     ) -> None:
-        """admission: the live scheduler's admission settings (default: its defaults)."""
+        """admission: the live scheduler's admission settings (default: its defaults);
+        ingress: the live ingress's own admission in front of it (default: none)."""
         self.stack = stack
         self.admission = admission if admission is not None else SimAdmissionConfig()
+        self.ingress = SimIngress(ingress) if ingress is not None else None
         self.global_policy = stack.global_policy(simulated=True)
         engine = cluster.engine.model_copy(
             update={
@@ -73,6 +78,10 @@ class Simulator:
         self._seq = itertools.count()
         self._records: dict[str, RequestRecord] = {}
         self._placement: dict[str, str] = {}
+        self._arriving: str | None = None
+        """The request whose arrival the scheduler is deciding (with a simulated ingress)."""
+        self._verdict: Rejection | None = None
+        """The scheduler's rejection of that arrival, if it rejected it."""
         self._progress = progress
         self._timer = timer
 
@@ -101,11 +110,35 @@ class Simulator:
             self.applier.add_instance(inst)
 
     def decide(self, event: cev.ClusterEvent) -> None:
-        """Hand `event` to the scheduler and apply its decisions at once."""
-        if isinstance(event, cev.Arrival):
-            names = {i.name for i in self.instances}
-            self.scheduler.serving(names, event.now_s)
+        """Hand `event` to the scheduler and apply its decisions at once (an arrival passes
+        the ingress's own admission first, when it is simulated)."""
+        if not isinstance(event, cev.Arrival):
+            self.run_on(self.scheduler, event)
+            return
+        if self.ingress is not None and not self._ingress_admits(event):
+            return
+        self.scheduler.serving({i.name for i in self.instances}, event.now_s)
+        self._arriving, self._verdict = event.request.request_id, None
         self.run_on(self.scheduler, event)
+        self._arriving = None
+        if self.ingress is not None:
+            self.ingress.heard(event.request, self._verdict, event.now_s)
+
+    def _ingress_admits(self, event: cev.Arrival) -> bool:
+        """The ingress lets `event`'s request on to the scheduler (else it is rejected)."""
+        assert self.ingress is not None
+        self.ingress.first_tokens(event.now_s, self._sequence)
+        reason = self.ingress.admit(event.request, event.now_s)
+        if reason is None:
+            return True
+        self.reject(event.request, reason, event.now_s)
+        return False
+
+    def _sequence(self, request_id: str) -> Seq | None:
+        """`request_id`'s engine sequence while its instance holds it."""
+        name = self._placement.get(request_id)
+        inst = next((i for i in self.instances if i.name == name), None)
+        return inst.core.sequence(request_id) if inst is not None else None
 
     def run_on(self, scheduler: SimScheduler, event: cev.ClusterEvent) -> None:
         """`scheduler` handles `event`; its decisions (and those of the events applying them
@@ -116,6 +149,8 @@ class Simulator:
                 self.applier.apply(out)
             for rejection in scheduler.take_answered():
                 self.reject(rejection.request, rejection.reason, event.now_s)
+                if rejection.request.request_id == self._arriving:
+                    self._verdict = rejection
         if scheduler.queued and self._tick_due is None:
             self._tick_due = event.now_s + self.admission.tick_interval_ms / 1e3
             self._push(Tick(self._tick_due))
@@ -145,6 +180,8 @@ class Simulator:
         self._placement[request_id] = instance
 
     def reject(self, request: Request, reason: str, now_s: float) -> None:
+        if self.ingress is not None:
+            self.ingress.finished(request.request_id, 0, now_s)
         self._add_record(
             RequestRecord.from_request(request, None, None, None, 0, 0, reason, rejected_s=now_s)
         )
@@ -152,6 +189,10 @@ class Simulator:
     def record_finish(self, seq: Seq, instance: str) -> None:
         r = seq.request
         assert seq.finish_s is not None
+        if self.ingress is not None:
+            self.ingress.finished(
+                r.request_id, seq.num_output_tokens, seq.finish_s, seq.first_token_s
+            )
         self.decide(
             cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=seq.finish_s)
         )

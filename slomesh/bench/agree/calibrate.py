@@ -2,13 +2,21 @@
 
 The published profile was measured with one vLLM engine alone; on the live mesh every token
 also pays the control plane's CPU (the replicas' vLLM front ends, the relay, the ingress, the
-scheduler) on the same cores, and every request the hops before its engine sees it. So before
-the first stack's measured trace, a short calibration trace (the same classes, its own seed: no
-prompt the measured trace sends; at `--calibrate-rate`, which may be the trace's own rate, so the
-control plane's cost at that load shows) runs on that stack's mesh, and the profile is
-calibrated on what it delivered exactly as `bench-goodput` calibrates its simulator
-(slomesh/bench/goodput/sim.py `calibrate`): step times scaled by the live median TPOT over the
-simulated one, the live median TTFT left over becomes the profile's submit overhead.
+scheduler) on the same cores, and every request the hops before its engine sees it. On a small
+host that cost grows with the rate offered: the requests that arrive take the engines' cores,
+so a decode step measured on a light trace is too quick at load (a trace at 13/s ran out of
+time on every FCFS stack while the simulator, calibrated at 8/s, served it all).
+
+So before the first stack's measured trace, a short calibration trace runs at each of
+`--calibrate-rate`'s rates (the same classes, seeds of their own: no prompt the measured trace
+sends) on that stack's mesh, and the profile is calibrated on what they delivered exactly as
+`bench-goodput` calibrates its simulator, with its code: the decode step becomes the plane
+fitted on every rate's served requests (TPOT against the batch they streamed in and the rate
+offered, slomesh/bench/goodput/delivered_fit.py), prefill is scaled by the plane's lone step,
+and the live median TTFT of the lowest rate left over becomes the submit overhead
+(slomesh/bench/goodput/sim.py `calibrate`); the plane is then read at the measured trace's rate
+(`at_rate`). The rate term is the run-wide offered rate: while a backlog drains after the last
+arrival the live steps are quicker than that plane says.
 
 The cluster simulator has no submit overhead of its own (only the lone-engine replay has), so
 `shift_in` / `shift_out` carry it: each request reaches the simulated scheduler that much after
@@ -17,13 +25,14 @@ it was sent, and its record is then dated from when it was sent (its TTFT includ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import RequestRecord
 from slomesh.bench.goodput.confusion import Offered
-from slomesh.bench.goodput.sim import calibrate
+from slomesh.bench.goodput.delivered_fit import fit_decode_line
+from slomesh.bench.goodput.sim import at_rate, calibrate
 
 
 def offered(records: Sequence[RequestRecord]) -> list[Offered]:
@@ -47,12 +56,19 @@ def offered(records: Sequence[RequestRecord]) -> list[Offered]:
 
 def calibrated(
     profile: HardwareProfile,
-    records: Sequence[RequestRecord],
+    by_rate: Mapping[float, Sequence[RequestRecord]],
     replicas: int,
     max_num_seqs: int,
+    rate_rps: float,
 ) -> HardwareProfile:
-    """`profile` calibrated on the live calibration trace's records (module docstring)."""
-    return calibrate(profile, offered(records), replicas, max_num_seqs)
+    """`profile` calibrated on the calibration traces' records (`by_rate`: offered rate ->
+    records), read at `rate_rps` (module docstring)."""
+    rates = {rate: offered(records) for rate, records in by_rate.items()}
+    line = fit_decode_line(rates, replicas)
+    low = min(rates)
+    cal = calibrate(profile, rates[low], replicas, max_num_seqs, line, low)
+    here = at_rate(cal, line, rate_rps)
+    return replace(here, source=f"{here.source}, read at {rate_rps:g} requests/s")
 
 
 def shift_in(requests: Sequence[Request], overhead_s: float) -> list[Request]:

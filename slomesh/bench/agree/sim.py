@@ -4,7 +4,9 @@ measured profile (the tiny CPU model's is not in the roofline catalogue).
 `Simulator` takes its instance profiles from the catalogue, so `ProfiledSimulator` builds it on a
 catalogued stand-in and then replaces every instance with one running `profile` (same engine
 config, same names); the global policy first looks at the instances at the first arrival, so it
-only ever sees the replaced ones. A profile's submit overhead (the live hops before an engine
+only ever sees the replaced ones. The live scheduler's admission settings and the ingress's own
+admission (delivered-latency guard, reject hold-off) run as the live mesh's config sets them. A
+profile's submit overhead (the live hops before an engine
 sees a request, calibrate.py) delays each request's arrival at the simulated scheduler; records
 are dated from when it was sent.
 """
@@ -21,8 +23,10 @@ from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import shift_in, shift_out
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.instance import SimInstance
-from slomesh.sim.simulator import Simulator, engine_scorpio
+from slomesh.sim.scheduler import SimAdmissionConfig
+from slomesh.sim.simulator import Simulator
 from slomesh.stacks import StackConfig
 
 _STAND_IN = InstanceSpec(gpu="A100-80GB", models=["llama-3.1-8b"], tensor_parallel=1)
@@ -38,19 +42,16 @@ class ProfiledSimulator(Simulator):
         engine: EngineConfig,
         stack: StackConfig,
         requests: Sequence[Request],
+        admission: SimAdmissionConfig | None = None,
+        ingress: SimIngressConfig | None = None,
     ) -> None:
         cluster = ClusterSpec(
             instances=[_STAND_IN.model_copy(update={"count": replicas})], engine=engine
         )
-        super().__init__(cluster, stack, requests)
-        config = cluster.engine.model_copy(
-            update={
-                "queue_policy": stack.queue_policy,
-                "mode": stack.engine_mode,
-                "preemption_mode": stack.preemption_mode,
-                "scorpio": engine_scorpio(stack.scorpio),
-            }
-        )
+        super().__init__(cluster, stack, requests, admission=admission, ingress=ingress)
+        # the engine config the Simulator made of the stack (queue policy, mode, preemption,
+        # SCORPIO, what the engines report), on every replaced instance
+        config = self.instances[0].core.config
         self.replace_instances(
             [
                 SimInstance(
@@ -79,9 +80,15 @@ def simulate(
     engine: EngineConfig,
     stack: StackConfig,
     requests: Sequence[Request],
+    admission: SimAdmissionConfig | None = None,
+    ingress: SimIngressConfig | None = None,
 ) -> SimRun:
+    """`requests` on the simulator; `admission` and `ingress`: the live scheduler's and
+    ingress's admission settings (the live mesh's config), simulated in front of the stack."""
     overhead = profile.submit_overhead_s
-    sim = ProfiledSimulator(profile, replicas, engine, stack, shift_in(requests, overhead))
+    sim = ProfiledSimulator(
+        profile, replicas, engine, stack, shift_in(requests, overhead), admission, ingress
+    )
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
     scored = list(tracker.scored()) if tracker is not None else []

@@ -1,0 +1,153 @@
+"""The ingress's own admission, in the simulator: the live ingress's two rules in front of the
+scheduler, with their own code (services/ingress/core/).
+
+The live mesh runs `num_replicas` ingress replicas; Serve's proxy spreads the requests over
+them (dealt in turn here), and each keeps its own state. On each one, in the order the live
+pipeline runs them (services/ingress/pipeline.py):
+  1. the reject hold-off (`RejectGate`, core/reject_gate.py): after the scheduler rejected a
+     request for a queue-wide reason, requests of the same model, TTFT objective and band are
+     answered 429 at once for `reject_hold_off_s` (capped by that Retry-After);
+  2. the delivered-latency guard (`DeliveredGuard`, core/delivered.py): a request predicted,
+     from the times this replica's own streams delivered, to miss its objective is answered 429.
+A request let in becomes a ticket of the guard (`start`); its first token and its end feed it
+at the simulated times they happen (`first_tokens` before each arrival, `finished` at the end),
+and the scheduler's verdict on it feeds the gate (`heard`). The time a request waits
+at the live ingress before these checks (its event loop's lag) is not simulated.
+
+Pure: the simulator passes its clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.ingress.args import IngressArgs
+from services.ingress.core.delivered import DeliveredGuard, DeliveredGuardConfig
+from services.ingress.core.reject_gate import GateKey, RejectGate
+from services.replica.core.sequence import Sequence
+from services.scheduler.core.output import Rejection
+from shared.domain import Request
+
+
+def _live_default(name: str) -> Any:
+    return IngressArgs.model_fields[name].default
+
+
+class SimIngressConfig(BaseModel):
+    """The live ingress's admission settings the simulator runs (defaults: the live ingress's,
+    services/ingress/args.py)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    num_replicas: int = Field(_live_default("num_replicas"), ge=1)
+    """Ingress replicas, each with its own guard and hold-off; requests are dealt in turn."""
+    delivered_guard: DeliveredGuardConfig = _live_default("delivered_guard")
+    """The delivered-latency guard (`enabled` false: none)."""
+    reject_hold_off_s: float = Field(_live_default("reject_hold_off_s"), ge=0)
+    """Seconds a queue-wide scheduler rejection holds its key closed (0: no hold-off)."""
+
+    @classmethod
+    def of_args(cls, args: Mapping[str, Any]) -> SimIngressConfig:
+        """The settings of an ingress application's `args` (as a deploy config gives them)."""
+        return cls.model_validate({k: args[k] for k in cls.model_fields if k in args})
+
+
+def gate_key(request: Request) -> GateKey:
+    """The live ingress's admission key (services/ingress/admission_gate.py `gate_key`)."""
+    return GateKey(request.model, round(request.slo.ttft_deadline_s * 1e3), request.criticality)
+
+
+class _Replica:
+    def __init__(self, cfg: SimIngressConfig) -> None:
+        self.gate = RejectGate(cfg.reject_hold_off_s)
+        self.guard = DeliveredGuard(cfg.delivered_guard) if cfg.delivered_guard.enabled else None
+
+
+class SimIngress:
+    """The ingress replicas' admission (module docstring)."""
+
+    def __init__(self, config: SimIngressConfig) -> None:
+        self.cfg = config
+        self.replicas = [_Replica(config) for _ in range(config.num_replicas)]
+        self._turn = 0
+        self._via: dict[str, _Replica] = {}
+        """Requests let in whose scheduler verdict the replica that let them in awaits."""
+        self._owner: dict[str, _Replica] = {}
+        """Guard tickets not yet ended, by the replica whose guard holds them."""
+        self._awaiting_first: set[str] = set()
+        self.held = 0
+        """Requests answered by a hold-off."""
+        self.guarded = 0
+        """Requests answered by a delivered-latency guard."""
+
+    def admit(self, request: Request, now_s: float) -> str | None:
+        """None: `request` goes on to the scheduler (its guard's ticket started); else the
+        reason of the 429 the ingress answers at once."""
+        rep = self.replicas[self._turn % len(self.replicas)]
+        self._turn += 1
+        held = rep.gate.check(gate_key(request), now_s)
+        if held is not None:
+            self.held += 1
+            return held.reason
+        if rep.guard is not None:
+            slo = request.slo
+            verdict = rep.guard.check(
+                request.model, slo.ttft_deadline_s, slo.tpot_target_s, 0.0, now_s
+            )
+            if not verdict.admit:
+                self.guarded += 1
+                return verdict.reason
+            rep.guard.start(
+                request.request_id,
+                request.model,
+                slo.ttft_deadline_s,
+                now_s,
+                True,
+                request.max_tokens,
+            )
+            self._owner[request.request_id] = rep
+            self._awaiting_first.add(request.request_id)
+        self._via[request.request_id] = rep
+        return None
+
+    def heard(self, request: Request, rejection: Rejection | None, now_s: float) -> None:
+        """The scheduler's verdict on an arrival this ingress let in (None: admitted)."""
+        rep = self._via.pop(request.request_id, None)
+        if rep is None:
+            return
+        key = gate_key(request)
+        if rejection is None:
+            rep.gate.observe(key, True, "", 0.0, "", now_s)
+            return
+        rep.gate.observe(
+            key, False, rejection.drop_reason, rejection.retry_after_s, rejection.reason, now_s
+        )
+        self.finished(request.request_id, 0, now_s)
+
+    def first_tokens(self, now_s: float, sequence: Callable[[str], Sequence | None]) -> None:
+        """Feed the guards every first token streamed by `now_s` (`sequence`: a request's
+        engine sequence, None once it is gone)."""
+        for rid in list(self._awaiting_first):
+            seq = sequence(rid)
+            if seq is None or seq.first_token_s is None or seq.first_token_s > now_s:
+                continue
+            self._awaiting_first.discard(rid)
+            guard = self._owner[rid].guard
+            if guard is not None:
+                guard.first_token(rid, seq.first_token_s)
+
+    def finished(
+        self, request_id: str, output_tokens: int, now_s: float, first_s: float | None = None
+    ) -> None:
+        """`request_id` ended at `now_s` (its first token at `first_s`, if not fed yet)."""
+        rep = self._owner.pop(request_id, None)
+        if rep is None or rep.guard is None:
+            return
+        if request_id in self._awaiting_first:
+            self._awaiting_first.discard(request_id)
+            if first_s is not None:
+                rep.guard.first_token(request_id, first_s)
+        rep.guard.end(request_id, output_tokens, now_s)
