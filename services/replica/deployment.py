@@ -243,13 +243,17 @@ class ReplicaDeployment:
         require_mesh_credential(grpc_context, "replica.SwapModel")
         if self._host is None:
             if request.model != self.args.model:
-                raise ModelNotServed(
+                who = (
                     f"model: '{request.model}' is not served by replica "
                     f"{self.args.application} (it serves '{self.args.model}' only)"
                 )
+                refuse_invalid(grpc_context, "replica.SwapModel", ModelNotServed(who))
             return replica_pb2.ModelSwapOrder(model=self.args.model)
         await self._host.start()
-        self._host.swap_to(request.model)
+        try:
+            self._host.swap_to(request.model)
+        except ModelNotServed as err:  # the caller's fault: INVALID_ARGUMENT, not INTERNAL
+            refuse_invalid(grpc_context, "replica.SwapModel", err)
         return replica_pb2.ModelSwapOrder(model=self._host.target)
 
     async def Resume(

@@ -12,6 +12,7 @@ from services.replica.args import ReplicaArgs
 from services.replica.build import model_args
 from services.replica.deployment import ReplicaDeployment
 from shared.rpc.invalid_argument import InvalidMessage
+from shared.rpc.mesh_auth import MESH_TOKEN_ENV, MESH_TOKEN_METADATA
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
 
 ARGS = {
@@ -104,3 +105,34 @@ def test_the_schedulers_swap_model_call_swaps_with_nothing_of_the_model_asked_fo
     assert after.active_model == "mistral-7b"
     assert served[-1].finished
     assert [(s.from_model, s.to_model) for s in host.swaps] == [("llama-3.1-8b", "mistral-7b")]
+
+
+@pytest.mark.parametrize("swap_models", [{}, {"mistral-7b": {}}])
+def test_a_swap_to_a_model_not_served_is_invalid_argument(
+    monkeypatch: pytest.MonkeyPatch, swap_models: dict[str, dict[str, object]]
+) -> None:
+    """The caller's fault, answered as one (INVALID_ARGUMENT naming the method), not INTERNAL."""
+    import grpc
+
+    monkeypatch.setenv(MESH_TOKEN_ENV, "s3cret")
+
+    class Context:
+        code: object = None
+
+        def invocation_metadata(self) -> list[tuple[str, str]]:
+            return [(MESH_TOKEN_METADATA, "s3cret")]
+
+        def set_code(self, code: object) -> None:
+            self.code = code
+
+        def set_details(self, details: str) -> None:
+            self.details = details
+
+    async def main() -> Context:
+        replica = ReplicaDeployment.func_or_class({**ARGS, "swap_models": swap_models})
+        ctx = Context()
+        with pytest.raises(InvalidMessage, match=r"replica\.SwapModel: .*'other' is not served"):
+            await replica.SwapModel(replica_pb2.ModelSwapOrder(model="other"), ctx)
+        return ctx
+
+    assert asyncio.run(main()).code == grpc.StatusCode.INVALID_ARGUMENT
