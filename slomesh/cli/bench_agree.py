@@ -5,8 +5,9 @@ waiting-time estimator's R² on both sides (slomesh/bench/agree/).
 
 Live (slomesh/cli/bench_agree_live.py): each stack on a fresh mesh of deploy/ray/local.yaml
 started as `slomesh up --stack S` would (the limits the simulator does not run lifted above
-the trace), one at a time under the host's live lock; before the first stack's trace one
-calibration trace per --calibrate-rate calibrates the profile (slomesh/bench/agree/calibrate.py).
+the trace), one at a time under the host's live lock; one calibration trace per
+--calibrate-rate, served by each stack's own mesh before its trace, calibrates that stack's
+profile (slomesh/bench/agree/calibrate.py).
 Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
 `ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), behind the
 live config's scheduler and ingress admission (the ingress's delivered-latency guard and reject
@@ -97,8 +98,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--calibrate-requests",
         type=int,
         default=40,
-        help="live: requests of each calibration trace run before the first stack's trace, on "
-        "which the simulator's profile is calibrated (0: simulate with --profile as it is)",
+        help="live: requests of each calibration trace run before each stack's trace on its "
+        "mesh, on which that stack's simulated profile is calibrated (0: simulate with "
+        "--profile as it is)",
     )
     p.add_argument(
         "--calibrate-rate",
@@ -183,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
             replicas,
         )
         report["profile"] = prof.source
+        if res is not None:
+            report["profiles"] = {s: p.source for s, p in res.profiles.items()}
         (out / "agree.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {out / 'agree.json'}")
         if args.page is not None:
@@ -197,11 +201,12 @@ def run(args: argparse.Namespace) -> int:
 
     def stack_done(p: str, res: LiveResults) -> None:
         # each stack's simulated run and the page as soon as its live run is in (a run cut
-        # short keeps what it measured); the simulator runs the profile calibrated live
-        prof = res.profile or profile
-        if res.profile is not None and p == next(iter(res.records)):
-            save_profiles(out / "calibrated-profile.json", [prof])
-            print(f"wrote {out / 'calibrated-profile.json'} ({prof.source})")
+        # short keeps what it measured); the simulator runs the profile calibrated on the
+        # stack's own mesh
+        prof = res.profiles.get(p, profile)
+        if p in res.profiles:
+            save_profiles(out / f"calibrated-profile-{p}.json", [prof])
+            print(f"wrote {out / f'calibrated-profile-{p}.json'} ({prof.source})")
         simulated(p, prof)
         publish(res, prof)
 

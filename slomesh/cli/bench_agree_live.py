@@ -8,9 +8,10 @@ release the lock. Every stack gets a fresh mesh, even where the engine arguments
 are the same: the trace's prompts are the same for every stack, and a reused vLLM engine would
 serve the second stack's prefills from the first stack's prefix cache.
 
-Before the first stack's trace its mesh serves the calibration traces (one per calibration rate,
-seeds of their own), on which the simulator's profile is calibrated
-(slomesh/bench/agree/calibrate.py).
+Before each stack's trace its own mesh serves the calibration traces (one per calibration rate,
+seeds of their own, never the measured trace's), on which that stack's simulated profile is
+calibrated (slomesh/bench/agree/calibrate.py): the mesh's CPU per admitted request shares the
+engines' cores, so each stack's admission leaves its engines a speed of its own.
 
 The client runs in this process at a raised CPU priority while it replays (`client_nice`, after
 the mesh's processes have started, so they keep the priority they were started with): on a
@@ -199,8 +200,8 @@ class LiveResults:
     records: dict[str, list[RequestRecord]] = field(default_factory=dict)
     scored: dict[str, list[ScoredWait]] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
-    profile: HardwareProfile | None = None
-    """The profile calibrated on the live mesh (None when calibration is off)."""
+    profiles: dict[str, HardwareProfile] = field(default_factory=dict)
+    """stack -> the profile calibrated on its live mesh (none when calibration is off)."""
 
 
 def run_live(
@@ -234,16 +235,17 @@ def run_live(
                 model = _served_model(config)
 
                 asyncio.run(warm_up(base, model, builder.build(32, 1)))
-                if res.profile is None and calibration:
+                if calibration:
                     cal = {}
                     for rate, reqs in calibration.items():
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
                         raw_cal = json.dumps([asdict(r) for r in cal[rate]])
-                        (out / f"live-calibration-{rate:g}.json").write_text(raw_cal)
-                    res.profile = calibrated(
+                        (out / f"live-calibration-{policy}-{rate:g}.json").write_text(raw_cal)
+                    prof = calibrated(
                         profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
                     )
-                    print(f"# calibrated: {res.profile.source}", flush=True)
+                    res.profiles[policy] = prof
+                    print(f"# calibrated {policy}: {prof.source}", flush=True)
                 t = time.monotonic()
                 res.records[policy] = _send(builder, base, model, trace, args.client_nice)
                 wall = time.monotonic() - t

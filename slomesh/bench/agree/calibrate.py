@@ -7,9 +7,11 @@ host that cost grows with the rate offered: the requests that arrive take the en
 so a decode step measured on a light trace is too quick at load (a trace at 13/s ran out of
 time on every FCFS stack while the simulator, calibrated at 8/s, served it all).
 
-So before the first stack's measured trace, a short calibration trace runs at each of
+So before each stack's measured trace, a short calibration trace runs at each of
 `--calibrate-rate`'s rates (the same classes, seeds of their own: no prompt the measured trace
-sends) on that stack's mesh, and the profile is calibrated on what they delivered exactly as
+sends) on that stack's own mesh (the mesh's CPU per admitted request shares the engines' cores,
+so stacks that admit differently leave their engines different speeds), and its profile is
+calibrated on what they delivered exactly as
 `bench-goodput` calibrates its simulator, with its code: the decode step becomes the plane
 fitted on every rate's served requests (TPOT against the batch they streamed in and the rate
 offered, slomesh/bench/goodput/delivered_fit.py), prefill is scaled by the plane's lone step,

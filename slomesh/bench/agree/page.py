@@ -66,7 +66,7 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
             "live_pct": live,
             "requests": row["requests"],
             "command": command,
-            "profile": report.get("profile", "-"),
+            "profile": report.get("profiles", {}).get(stack, report.get("profile", "-")),
             "classes": classes.setdefault(stack, {}),
         }
         if stack in env:
@@ -165,7 +165,7 @@ def render(data: Mapping[str, Any]) -> str:
         "slomesh/cli/bench_agree_live.py) and on the simulator (the same scheduler and ingress "
         "admission, slomesh/sim/ingress.py; the replicas' measured CPU profile, its decode step "
         "the plane of TPOT over batch and offered rate fitted on calibration traces of their own "
-        "seeds at each calibration rate, served by the first stack's mesh: "
+        "seeds at each calibration rate, served by each stack's own mesh before its trace: "
         "slomesh/bench/agree/calibrate.py); attainment is the share of requests that met their "
         "SLO (rejections count as misses). The host is shared: its 1-minute load average around "
         "each live run is listed, and load slows the live replicas, not the simulated ones. "
@@ -193,8 +193,8 @@ def render(data: Mapping[str, Any]) -> str:
     ]
     if missing:
         lines += ["", f"Not run live yet: {', '.join(missing)}."]
-    profiles = sorted({str(e.get("profile", "-")) for e in stacks.values()})
-    lines += ["", "Simulator profile: " + "; ".join(f"`{p}`" for p in profiles) + "."]
+    lines += ["", "Simulator profile of each stack:", ""]
+    lines += [f"- {s}: `{e.get('profile', '-')}`" for s, e in sorted(stacks.items())]
     lines += ["", "Commands:", ""]
     for cmd in sorted({e["command"] for e in stacks.values()}):
         lines.append(f"    {cmd}")
