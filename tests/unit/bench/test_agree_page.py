@@ -53,6 +53,18 @@ def test_stacks_of_one_trace_merge_and_another_trace_starts_afresh() -> None:
     assert sorted(fresh["stacks"]) == ["c"]
 
 
+def test_each_stack_keeps_the_profile_calibrated_on_its_own_mesh() -> None:
+    both = report({"a": 90.0, "b": 50.0}, {"a": 92.0, "b": 60.0}) | {
+        "profile": "calibrated on b",
+        "profiles": {"a": "calibrated on a", "b": "calibrated on b"},
+    }
+    data = update_data({}, both, "cmd")
+    assert data["stacks"]["a"]["profile"] == "calibrated on a"
+    assert data["stacks"]["b"]["profile"] == "calibrated on b"
+    page = render(data)
+    assert "- a: `calibrated on a`" in page and "- b: `calibrated on b`" in page
+
+
 def test_a_simulator_only_run_keeps_the_live_figure() -> None:
     data = update_data({}, report({"a": 90.0}, {"a": 92.0}), "live")
     data = update_data(data, report(None, {"a": 93.0, "b": 40.0}), "sim")
