@@ -78,7 +78,7 @@ class QLMPolicy(GlobalPolicy):
         self.estimator = QueueEstimator(self.cfg, self.grouper, self.vqs, self.instances)
         self.selector = GroupSelector(self.cfg.tenancy)
         """Bands, tenant fairness (VTC counters) and what the counters were charged."""
-        swaps = SwapPlan(self.cfg.swap_plan, self.estimator.swap_lead_s)
+        swaps = SwapPlan(self.cfg.swap_plan, self.estimator.swap_lead_s, self.instances)
         self.ops = ServingOps(self.cfg, self.grouper, self.vqs, self.selector, swaps)
         self.shedding = Shedding(
             self.cfg.tenancy, self.grouper, self.estimator, self.instances, self._drop_queued
@@ -278,14 +278,14 @@ class QLMPolicy(GlobalPolicy):
         pinned = self._pinned.get(group.group_id)
         if pinned is not None and pinned in self.instances:
             return [pinned]
-        return [n for n, i in self.instances.items() if i.serves(group.model)]
+        return self.ops.swap_plan.hosts(group)
 
     def _place_new_groups(self, out: Decisions, now_s: float) -> None:
         """Put groups that are in no virtual queue at their deadline position (no solver)."""
         for group in self.grouper.groups():
             if group.group_id in self.vqs or group.size == 0:
                 continue
-            names = [n for n, i in self.instances.items() if i.serves(group.model)]
+            names = self.ops.swap_plan.hosts(group)
             if not names:
                 continue
             if self.cfg.lso.balance:  # the shortest wait, counting a swap where one is needed

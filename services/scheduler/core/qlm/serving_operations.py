@@ -109,7 +109,7 @@ class ServingOps:
             if other == inst.name:
                 continue
             g = self.head(other)
-            if g is not None and inst.serves(g.model):
+            if g is not None and inst.serves(g.model) and not self.swap_plan.displaces(inst, g):
                 heads.append(g)
         heads.sort(key=lambda g: g.earliest_deadline_abs_s)
         return self.selector.choose(self.swap_plan.servable(inst, heads, now_s))

@@ -15,12 +15,23 @@ instance serves the model's queued groups (`planned`) until a group of another m
 turn. The swap is decided only once the engine holds no waiting request of the old model, so
 the requests placed before it finish on the model they were placed for and none waits on the
 other side of two swaps. Off: QLM's order (the head group's model, at once).
+
+A swap is deferred only when its round trip is dear next to the tightest TTFT SLO seen for the
+displaced model (`defer_min_slo_fraction`): one taken at once costs that model's next requests
+the round trip. Where swaps take seconds against minutes of SLO (a GPU swap from host memory),
+deferring gains nothing and holds groups, and the engines with them, idle until due.
+
+With `keep_sole_models`, a group is neither placed (while another instance can take it) nor
+stolen where its swap would displace a model that no other instance serves for longer than that
+model's tightest TTFT SLO (the round trip from host memory, as repeated swaps run): the
+displaced model's next requests would miss whatever the order, and the instance that takes
+them has to swap in turn (two replicas chasing each other's models).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +54,11 @@ class SwapPlanConfig(BaseModel):
     """Defer only a swap whose round trip (load the group's model, then the planned one back)
     takes at least this fraction of the tightest TTFT SLO seen for the planned model: a cheaper
     one does not put that model's next requests at risk, so it is taken in QLM's order (a GPU
-    swap from host memory takes seconds; an engine restart on a CPU replica tens of them)."""
+    swap from host memory takes seconds; an engine restart on a CPU replica tens of them). 0:
+    defer every swap."""
+    keep_sole_models: bool = False
+    """Place a group (while another instance can take it) and steal one only where its swap
+    leaves no model served by no instance for longer than that model's tightest TTFT SLO."""
     margin_s: float = Field(5.0, ge=0)
     """Slack kept beyond the lead time (seconds): the swap is decided this much before the group
     would otherwise start too late."""
@@ -54,9 +69,16 @@ LeadTime = Callable[[InstanceView, RequestGroup], float]
 
 
 class SwapPlan:
-    def __init__(self, cfg: SwapPlanConfig, lead_s: LeadTime) -> None:
+    def __init__(
+        self,
+        cfg: SwapPlanConfig,
+        lead_s: LeadTime,
+        instances: Mapping[str, InstanceView] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.lead_s = lead_s
+        self.instances: Mapping[str, InstanceView] = instances if instances is not None else {}
+        """The cluster's instances (the policy's live mapping)."""
         self._planned: dict[str, str] = {}
         self._tightest_s: dict[str, float] = {}
         """The tightest TTFT SLO of the requests seen, per model (seconds)."""
@@ -76,15 +98,37 @@ class SwapPlan:
         seen = self._tightest_s.get(request.model, math.inf)
         self._tightest_s[request.model] = min(seen, request.slo.ttft_deadline_s)
 
-    def deferred(self, inst: InstanceView, group: RequestGroup, model: str) -> bool:
-        """Whether `inst`, planned on `model`, holds back `group` (of another model) until due."""
+    def _round_trip_s(
+        self, inst: InstanceView, group: RequestGroup, model: str, warm: bool = False
+    ) -> float:
+        """Seconds `inst` spends swapping from `model` to `group`'s model and back (warm: both
+        ways from host memory, as every swap after the first)."""
         there = inst.load_time_s(group.model)
         try:  # back: from host memory, where the swap leaves `model`
             p = inst.profile(model)
             back = p.weight_bytes / p.swap_bytes_s
+            if warm:
+                g = inst.profile(group.model)
+                there = g.weight_bytes / g.swap_bytes_s
         except ValueError:  # no profile (a live replica): as long as the way there
             back = there
-        return there + back >= self.cfg.defer_min_slo_fraction * self._tightest_s.get(model, 0.0)
+        return there + back
+
+    def deferred(self, inst: InstanceView, group: RequestGroup, model: str) -> bool:
+        """Whether `inst`, planned on `model`, holds back `group` (of another model) until due."""
+        tightest = self._tightest_s.get(model, 0.0)
+        return self._round_trip_s(inst, group, model) >= self.cfg.defer_min_slo_fraction * tightest
+
+    def displaces(self, inst: InstanceView, group: RequestGroup) -> bool:
+        """Whether serving `group` on `inst` leaves `inst`'s planned model on no instance for
+        longer than that model's tightest TTFT SLO seen (keep_sole_models; False when off)."""
+        model = self.planned(inst)
+        if not self.cfg.keep_sole_models or model is None or model == group.model:
+            return False
+        if any(self.planned(o) == model for o in self.instances.values() if o is not inst):
+            return False
+        tightest = self._tightest_s.get(model, math.inf)
+        return self._round_trip_s(inst, group, model, warm=True) >= tightest
 
     def forget(self, instance: str) -> None:
         self._planned.pop(instance, None)
@@ -107,6 +151,13 @@ class SwapPlan:
             for g in groups
             if g.model == model or not self.deferred(inst, g, model) or self.due(inst, g, now_s)
         ]
+
+    def hosts(self, group: RequestGroup) -> list[str]:
+        """The instances serving `group`'s model that take it without displacing a sole model
+        (`displaces`), or all those serving it when none can."""
+        names = [n for n, i in self.instances.items() if i.serves(group.model)]
+        keep = [n for n in names if not self.displaces(self.instances[n], group)]
+        return keep or names
 
     def placement_cost_s(self, inst: InstanceView, group: RequestGroup) -> float:
         """What queueing `group` on `inst` adds for the swap it needs there (with `defer`: the

@@ -39,6 +39,9 @@ class _Inst:
     def load_time_s(self, model: str) -> float:
         return 0.0 if model == self.active else LOAD_S
 
+    def serves(self, model: str) -> bool:
+        return True
+
     def profile(self, model: str) -> HardwareProfile:
         return make_profile(model, weight_bytes=int(LOAD_S * 1e9), swap_bytes_s=1e9)
 
@@ -107,3 +110,27 @@ def test_the_flagship_keeps_models_in_place_and_batches_the_third_ones_swap() ->
     mux_swaps, mux_met, _ = _swaps_and_met("serve-multiplex")
     assert mux_swaps > 10 * swaps
     assert mux_met["interactive"] < total["interactive"]
+
+
+def _two_instances(keep: bool) -> tuple[SwapPlan, _Inst, _Inst]:
+    i0, i1 = _Inst("i0", "A"), _Inst("i1", "B")
+    cfg = SwapPlanConfig(defer=True, keep_sole_models=keep)
+    plan = SwapPlan(cfg, lambda inst, group: 40.0, {"i0": i0, "i1": i1})
+    plan.observe(Request("a", "A", 64, 32, 0.0, SLO(20.0)))  # A: 20 s, under the 60 s round trip
+    plan.observe(Request("b", "B", 64, 32, 0.0, SLO(300.0)))  # B: 300 s, above it
+    return plan, i0, i1
+
+
+def test_keep_sole_models_places_a_swap_where_it_displaces_no_tight_model() -> None:
+    plan, i0, i1 = _two_instances(keep=True)
+    group = _group("C", 600.0)
+    assert plan.displaces(i0, group) and not plan.displaces(i1, group)
+    assert plan.hosts(group) == ["i1"]
+    assert plan.hosts(_group("A", 600.0)) == ["i0", "i1"]  # A's own group displaces nothing
+    i1.active = "A"  # another instance serves A too: i0 may leave it
+    assert not plan.displaces(i0, group)
+    plan._tightest_s["B"] = 20.0  # every instance would displace a tight model: all may host
+    i1.active = "B"
+    assert plan.hosts(group) == ["i0", "i1"]
+    off, _, _ = _two_instances(keep=False)
+    assert off.hosts(group) == ["i0", "i1"]
