@@ -7,15 +7,24 @@ What makes a 3-seed, 3-policy search take minutes rather than hours:
   lean high; every policy gets the same rule, so ratios between policies hold up better than
   absolute figures.
 - Early stop with no approximation: a probe stops as soon as the verdict is certain
-  (early_stop.py). Past capacity misses pile up early, so missed probes are the cheap ones.
+  (early_stop.py; a miss counts at the request's TTFT deadline once it has no first token by
+  then). Past capacity misses pile up early, so missed probes are the cheap ones.
 - Two capacities per (policy, seed): `overall` (attainment over all requests >= target) and
   `every-class` (every SLO class >= target, so giving up a small class does not pay).
 - Bisection to 5% (about 7 probes per search), and up to 2 worker processes
   (ProcessPoolExecutor) over the (policy, seed) pairs.
 
-Every probe at one seed regenerates the workload at the probed rate from that seed. `qlm`'s global
-solver runs under a wall-clock time limit, so its probes, and hence its capacities, are not
-bit-reproducible from the seed.
+What a probe costs: its simulated time (requests / rate), so probes far below capacity are the
+dear ones, times the policy's work per simulated second. A stack with QLM's global scheduler
+(`qlm`, the flagship) re-plans with its ILP up to once per simulated second while a violation is
+predicted (replan_min_interval_s), tens of ms of CPU per solve, a third to a half of it in
+cvxpy's compilation: on qlm-wb (1,000 requests at 0.5 r/s, about 2,000 simulated seconds) the
+solver takes over half of the probe. Start such a stack's search near its capacity (--rate) rather than at the
+scenario's default rate far below it.
+
+Every probe at one seed regenerates the workload at the probed rate from that seed. In the
+simulator `qlm`'s global solver runs under work limits, not a wall-clock limit
+(StackConfig.global_policy), so its probes are reproducible from the seed.
 """
 
 from __future__ import annotations
