@@ -1,4 +1,4 @@
-"""Interactive load with and without a batch job (issue 19, measurement 3a).
+"""Interactive load with and without a batch job (measurement 3a).
 
     .venv/bin/slomesh up --engine simulated &
     .venv/bin/python loadtest/batch_mixed.py --rate 6 --seconds 90 --batch-requests 2000 \

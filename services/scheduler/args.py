@@ -62,7 +62,7 @@ class SchedulerArgs(BaseModel):
     least-loaded, oracle-ttft, batching)."""
     policy_options: dict[str, Any] = Field(default_factory=dict)
     """That policy's config (QLMConfig or BatchingConfig fields; none for routers)."""
-    policy_label: str | None = None
+    stack: str | None = None
     """Name reported with each decision (the serving stack `slomesh up --stack` ran);
     None: the policy name."""
     replicas: list[ReplicaEntry] = Field(min_length=1)

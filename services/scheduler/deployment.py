@@ -44,7 +44,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         self.core = AdmissionCore(
             replicas,
             create_global_policy(self.args.policy, self.args.policy_options),
-            self.args.policy_label or self.args.policy,
+            self.args.stack or self.args.policy,
             self.args.max_in_flight_per_replica,
             self.args.max_queued_requests,
             None if self.args.max_queue_wait_ms is None else self.args.max_queue_wait_ms / 1e3,
@@ -108,7 +108,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                 self.scaling.arrival(req, time.time())
                 decision = self.core.admit(req, time.time())
             self._dispatch()
-            span.set_attribute("slomesh.policy", decision.policy)
+            span.set_attribute("slomesh.stack", decision.stack)
             span.set_attribute("slomesh.admitted", decision.admitted)
             if decision.admitted and decision.queued:
                 self._start_ticker()
@@ -125,7 +125,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                     admitted=False,
                     reason=decision.reason,
                     retry_after_s=decision.retry_after_s,
-                    policy=decision.policy,
+                    stack=decision.stack,
                     drop_reason=decision.drop_reason,
                 )
             rep = decision.replica
@@ -137,7 +137,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                 replica=common_pb2.ReplicaRef(
                     application=rep.application, gpu=rep.gpu, model=rep.model
                 ),
-                policy=decision.policy,
+                stack=decision.stack,
                 slice_tokens=self.core.slice_tokens(req.request_id),
             )
 
@@ -189,9 +189,9 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         span.set_attribute("slomesh.queue_wait_ms", (time.time() - t0) * 1e3)
         if isinstance(got, tuple):
             reason, drop = got
-            return AdmitDecision(False, None, reason, 1.0, self.core.policy_label, drop_reason=drop)
+            return AdmitDecision(False, None, reason, 1.0, self.core.stack, drop_reason=drop)
         self._metrics.queue_wait(req.criticality, time.time() - t0)
-        return AdmitDecision(True, got, policy=self.core.policy_label)
+        return AdmitDecision(True, got, stack=self.core.stack)
 
     def _start_ticker(self) -> None:
         if self._ticker is None or self._ticker.done():

@@ -89,7 +89,7 @@ class LeaseDesk:
             self.book.noticed(notice.ingress_id, app)
             self.placed += 1
             span.set_attribute("slomesh.fast_path", True)
-            span.set_attribute("slomesh.policy", self.core.policy_label)
+            span.set_attribute("slomesh.stack", self.core.stack)
             span.set_attribute("slomesh.admitted", True)
             span.set_attribute("slomesh.replica", app)
             span.set_attribute("slomesh.recorded", recorded)

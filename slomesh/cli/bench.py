@@ -34,8 +34,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--stacks",
-        "--policies",  # the flag's older name
-        dest="stacks",
         help="comma-separated serving stacks, each a shipped stack name (slomesh/stacks/library) "
         "or a stack file path (default: the scenario's)",
     )

@@ -26,18 +26,16 @@ _LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtest" / "locustfile.py"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench-live", help="Locust load on the live mesh, once per policy")
+    p = sub.add_parser("bench-live", help="Locust load on the live mesh, once per stack")
     p.add_argument("--engine", choices=sorted(mesh.CONFIGS), default="vllm")
     p.add_argument(
         "--stacks",
-        "--policies",
-        dest="policies",
         default="vllm-fcfs,slomesh",
         help="comma-separated stacks (names or stack files)",
     )
     p.add_argument("--users", type=int, default=48, help="Locust users (closed loop)")
     p.add_argument("--spawn-rate", type=float, default=16.0, help="users started per second")
-    p.add_argument("--seconds", type=int, default=90, help="load duration per policy")
+    p.add_argument("--seconds", type=int, default=90, help="load duration per stack")
     p.add_argument("--slo-mix", default="tight:0.3,batch-2:0.7", help="class:weight,...")
     p.add_argument("--class-max-tokens", default="tight:8,batch-2:192", help="class:max_tokens,...")
     p.add_argument(
@@ -114,7 +112,7 @@ def _locust(args: argparse.Namespace, http: str, model: str, out: Path) -> dict[
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    policies = [p.strip() for p in args.stacks.split(",") if p.strip()]
     base = _trusting_anonymous(mesh.load_config(mesh.CONFIGS[args.engine]))
     if args.max_num_seqs is not None:
         if args.max_num_seqs < 1:

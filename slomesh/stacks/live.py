@@ -70,7 +70,7 @@ def check_live(stack: StackConfig, vllm_replicas: bool) -> None:
 def _scheduler_args(stack: StackConfig, args: dict[str, Any]) -> None:
     args["policy"] = stack.policy
     args["policy_options"] = copy.deepcopy(stack.policy_options)
-    args["policy_label"] = stack.name
+    args["stack"] = stack.name
     admitter = stack.stages["admitter"]
     guard = dict(args.get("ttft_guard") or {})
     guard["enabled"] = admitter.plugin == "ttft-guard"

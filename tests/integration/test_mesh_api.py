@@ -161,7 +161,7 @@ def test_mesh_one_trace_per_request(live_mesh: dict[str, Any]) -> None:
     assert parent["predict"] == ids["admission"] and parent["grouping"] == ids["admission"]
     assert parent["execution"] == ids["request"]
     assert names["admission"]["attributes"]["slomesh.slo_class"] == "chat"  # the default class
-    assert names["grouping"]["attributes"]["slomesh.policy"] == "qlm"
+    assert names["grouping"]["attributes"]["slomesh.stack"] == "qlm"
     execution = names["execution"]["attributes"]
     assert execution["slomesh.queue_and_prefill_ms"] >= 0 and execution["slomesh.decode_ms"] >= 0
     assert execution["slomesh.finish_reason"] == "length"

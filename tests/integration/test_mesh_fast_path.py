@@ -1,4 +1,4 @@
-"""The fast path live (issue 16): with headroom, requests are placed on the ingress's lease
+"""The fast path live: with headroom, requests are placed on the ingress's lease
 credits (no Predict/Admit before the stream), and the trace still has every span with the same
 names and parents, the scheduler still records the placement, and the metrics still count the
 request; once the replicas are full, arrivals take the full Admit path and the scheduler's

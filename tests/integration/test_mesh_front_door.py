@@ -1,4 +1,4 @@
-"""The ingress replicas' own HTTP door (issue 16) on the live mesh, beside Serve's proxy door:
+"""The ingress replicas' own HTTP door on the live mesh, beside Serve's proxy door:
 the same answers on both (streaming and not, OpenAI errors naming the field, 429 +
 Retry-After, one trace), and a client that leaves aborts the engine request."""
 

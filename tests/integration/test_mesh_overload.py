@@ -1,4 +1,4 @@
-"""Overload on the live mesh (issue 17): every rejection is an immediate, OpenAI-shaped 429/503
+"""Overload on the live mesh: every rejection is an immediate, OpenAI-shaped 429/503
 with Retry-After, and the mesh's Ray processes run at their parent's niceness."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-node on Ray (issue 17 item 4): a real two-node Ray cluster on this machine, the simulated
+"""Multi-node on Ray: a real two-node Ray cluster on this machine, the simulated
 mesh deployed with `serve deploy`, replica-0 pinned to the head and replica-1 to node 2; then
 node 2 is killed (SIGKILL of its raylet and everything under it) under a steady load.
 

@@ -3,7 +3,7 @@
 vLLM 0.32 admits waiting requests while running < max_num_active_reqs and asserts running <=
 max_num_running_reqs after the step; the hook lowers the cap for credit batching and VBS, so it
 must lower both for the call and restore both after it (the engine core died on that assertion
-live, `slomesh bench-live --policies slomesh`, issue 15)."""
+live, `slomesh bench-live --stacks slomesh`)."""
 
 from __future__ import annotations
 

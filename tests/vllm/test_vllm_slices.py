@@ -1,4 +1,4 @@
-"""Slice-level serving on real vLLM (issue 15): a request cut into three slices (sliced twice)
+"""Slice-level serving on real vLLM: a request cut into three slices (sliced twice)
 returns the same greedy tokens as the same request served whole.
 
 The chain is the live one without Ray: the ingress's `slice_streams` drives the replica

@@ -63,7 +63,7 @@ class AdmissionCore(ReplicaHealth):
         self,
         replicas: list[LiveReplica],
         policy: GlobalPolicy,
-        policy_label: str,
+        stack: str,
         max_in_flight: int,
         max_queued: int = 100_000,
         max_queue_wait_s: float | None = None,
@@ -87,7 +87,7 @@ class AdmissionCore(ReplicaHealth):
         self.record_outputs = False
         """Keep every output of the core for `take_outputs` (the simulator applies them)."""
         self._outputs: list[ClusterOutput] = []
-        self.policy_label = policy_label
+        self.stack = stack
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self.max_queue_wait_s = max_queue_wait_s
@@ -179,8 +179,8 @@ class AdmissionCore(ReplicaHealth):
         self.admitted += 1
         chosen = self._owner.get(request.request_id)
         if chosen is None:
-            return AdmitDecision(True, None, policy=self.policy_label, queued=True)
-        return AdmitDecision(True, chosen, policy=self.policy_label)
+            return AdmitDecision(True, None, stack=self.stack, queued=True)
+        return AdmitDecision(True, chosen, stack=self.stack)
 
     def resume_slice(
         self,
@@ -208,7 +208,7 @@ class AdmissionCore(ReplicaHealth):
             self.core.handle(SliceEnd(entry, owner.application if owner else "", now_s=now_s))
         )
         chosen = self._owner.get(rid)
-        return AdmitDecision(True, chosen, policy=self.policy_label, queued=chosen is None)
+        return AdmitDecision(True, chosen, stack=self.stack, queued=chosen is None)
 
     def slice_tokens(self, request_id: str) -> int:
         """The slice budget of a placed request (0: no slice, run to the end)."""
@@ -380,5 +380,5 @@ class AdmissionCore(ReplicaHealth):
     def _reject(self, reason: str, retry_after_s: float, drop_reason: str) -> AdmitDecision:
         self.rejected += 1
         return AdmitDecision(
-            False, None, reason, retry_after_s, self.policy_label, drop_reason=drop_reason
+            False, None, reason, retry_after_s, self.stack, drop_reason=drop_reason
         )

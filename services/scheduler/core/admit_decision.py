@@ -25,7 +25,8 @@ class AdmitDecision:
     replica: LiveReplica | None
     reason: str = ""
     retry_after_s: float = 0.0
-    policy: str = ""
+    stack: str = ""
+    """The stack that decided (the scheduler's `stack` argument)."""
     queued: bool = False
     """Admitted into the policy's queue; the replica comes with a later dispatch."""
     drop_reason: str = ""

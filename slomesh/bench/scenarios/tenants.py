@@ -27,7 +27,7 @@ _PAPER = (
 _CLUSTER = ClusterSpec(instances=[InstanceSpec(gpu="A100-80GB", models=_8B)])
 SKEW_RATE_RPS = 14.0
 """Total rate of tenants-skew and bands-overload: about 2x the capacity at SLO of one A100 here
-(`slomesh bench --scenario tenants-skew --capacity --policies vllm-fcfs,slomesh-no-fairness,slomesh
+(`slomesh bench --scenario tenants-skew --capacity --stacks vllm-fcfs,slomesh-no-fairness,slomesh
 --seeds 0,1,2`: 6.56 / 7.22 / 6.56 req/s)."""
 
 

@@ -160,7 +160,7 @@ def test_live_config_keeps_the_ingress_admission_and_the_simulator_runs_it() -> 
     assert admission.max_in_flight_per_replica == scheduler["max_in_flight_per_replica"] == 100
     assert admission.max_queue_wait_ms == scheduler["max_queue_wait_ms"] == 3600e3
     assert ingress["slo"]["classes"]["short"] == {"ttft_ms": 500.0}
-    assert scheduler["policy_label"] == "vllm-fcfs"
+    assert scheduler["stack"] == "vllm-fcfs"
     assert apps["replica-0"]["vllm"]["queue_policy"] == "fcfs"
     assert apps["replica-1"]["vllm"]["max_num_seqs"] == 2  # --replicas copies of replica-0
     assert [r["application"] for r in scheduler["replicas"]] == ["replica-0", "replica-1"]

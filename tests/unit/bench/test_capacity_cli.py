@@ -84,7 +84,7 @@ def test_write_capacity(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_capacity_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [*BASE, "--policies", "vllm-fcfs,edf", "--seeds", "0,1", "--requests", "100"]
+    argv = [*BASE, "--stacks", "vllm-fcfs,edf", "--seeds", "0,1", "--requests", "100"]
     assert main([*argv, "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["seeds"] == [0, 1]

@@ -103,12 +103,12 @@ class FakeMesh:
                     admitted=False,
                     reason="queue full: cannot meet the TTFT deadline",
                     retry_after_s=self.retry_after_s,
-                    policy="fake",
+                    stack="fake",
                 )
             app = self.admit_to[self._admits % len(self.admit_to)]
             self._admits += 1
             replica = common_pb2.ReplicaRef(application=app, gpu="cpu", model=request.meta.model)
-            return scheduler_pb2.AdmitReply(admitted=True, replica=replica, policy="fake")
+            return scheduler_pb2.AdmitReply(admitted=True, replica=replica, stack="fake")
         if (kind, method) == ("scheduler", "Report"):
             return scheduler_pb2.ReportReply()
         if (kind, method) == ("scheduler", "Sync"):

@@ -1,4 +1,4 @@
-"""The ingress replicas' own HTTP door (issue 16): its settings, the gate that stands in for
+"""The ingress replicas' own HTTP door: its settings, the gate that stands in for
 Serve's proxy (429 past the in-flight limit, cancel on disconnect), the shared socket, and a
 real uvicorn door started and stopped on loopback."""
 

@@ -1,4 +1,4 @@
-"""Hostile input (issue 17, item 5) through the ingress's FastAPI app in process: every answer is
+"""Hostile input through the ingress's FastAPI app in process: every answer is
 OpenAI's error JSON naming the rule, never a plain-text 500; the JSON limits, the Unicode check
 and the tokenizer-less prompt estimate, rule by rule."""
 

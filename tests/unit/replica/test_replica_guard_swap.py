@@ -1,6 +1,6 @@
 """The TTFT guard turns the waiting head away and the next head needs another model.
 
-Regression (issue 15, `SimulationStuck` on qlm-wc/qlm-wb with the slomesh stack): the planner
+Regression (`SimulationStuck` on qlm-wc/qlm-wb with the slomesh stack): the planner
 decided "load a model?" before the guard ran, so an idle engine whose hopeless head was rejected
 and whose next head belonged to another model planned nothing (IDLE) while work waited, and no
 event ever woke it again.

@@ -1,4 +1,4 @@
-"""Slice plans of the replica (issue 15): what the engine runs for one slice, and when the
+"""Slice plans of the replica: what the engine runs for one slice, and when the
 stream's end is a slice end rather than the request's."""
 
 from __future__ import annotations

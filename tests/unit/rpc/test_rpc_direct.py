@@ -1,4 +1,4 @@
-"""Direct replica streams (issue 16): the replica's own gRPC server (real grpc.aio, loopback)
+"""Direct replica streams: the replica's own gRPC server (real grpc.aio, loopback)
 refuses calls without the mesh credential, streams with it and cancels the deployment's stream
 when the caller goes away; MeshClient streams a replica's Generate straight from it once the
 address is published, keeps the handle when none is, and asks again after UNAVAILABLE."""

@@ -1,7 +1,7 @@
 """Admission that always answers: leases reconciled with the replicas, queue waits bounded by the
 TTFT deadline, and rejection at arrival when the queue cannot drain in time.
 
-The first test reproduces the stuck-mesh bug of issue 17: admissions whose caller went away
+The first test reproduces a stuck-mesh bug: admissions whose caller went away
 between the scheduler's answer and the replica stream kept their seats forever, so the replicas
 sat idle while every new request waited in the global queue.
 """

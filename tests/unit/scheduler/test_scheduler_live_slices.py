@@ -1,4 +1,4 @@
-"""Slice-level serving on the live scheduler core (issue 15): batches formed by SCLS DP / SLO-ODBS
+"""Slice-level serving on the live scheduler core: batches formed by SCLS DP / SLO-ODBS
 go to live replicas with a slice budget, and an unfinished request comes back to the pool at its
 slice end (AdmissionCore.resume_slice), keeping its deadlines."""
 

@@ -53,7 +53,7 @@ def test_live_scorpio_runs_its_ttft_guard_at_admission() -> None:
     apps = _apps("scorpio")
     sched = SchedulerArgs.model_validate(apps["scheduler"])
     assert sched.ttft_guard.enabled and sched.policy == "least-loaded"
-    assert sched.policy_label == "scorpio"
+    assert sched.stack == "scorpio"
     replicas = [name for name in apps if name.startswith("replica-")]
     assert replicas  # every replica of the shipped config, however many it lists
     for name in replicas:
@@ -91,7 +91,7 @@ def test_live_batching_stacks(stack: str, former: str, slice_iterations: int | N
 
 def test_vllm_runs_the_flagship() -> None:
     apps = _apps("slomesh")
-    assert apps["scheduler"]["policy_label"] == "slomesh"
+    assert apps["scheduler"]["stack"] == "slomesh"
     assert apps["scheduler"]["ttft_guard"]["enabled"] is True
     # the flagship's engines run no SCORPIO (credit batching and VBS admission off); its
     # ablations' SCORPIO settings reach the vLLM replicas as written
@@ -121,15 +121,12 @@ def test_live_stack_file_by_path(tmp_path: Path) -> None:
     path.write_text("extends: slomesh\nname: mine\nstages:\n  preemption: recompute\n")
     config = apply_stack(_config(), load_stack(str(path)))
     sched = next(a for a in config["applications"] if a["name"] == "scheduler")
-    assert sched["args"]["policy_label"] == "mine"
+    assert sched["args"]["stack"] == "mine"
 
 
 def test_vllm_runs_qlm_by_recompute() -> None:
     apps = _apps("qlm-recompute")
-    assert (
-        apps["scheduler"]["policy"] == "qlm"
-        and apps["scheduler"]["policy_label"] == "qlm-recompute"
-    )
+    assert apps["scheduler"]["policy"] == "qlm" and apps["scheduler"]["stack"] == "qlm-recompute"
     assert "scorpio" not in apps["replica-0"]["vllm"]
 
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from shared.rpc.slomesh.v1 import common_pb2 as slomesh_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aslomesh/v1/scheduler.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"\x85\x01\n\x0c\x41\x64mitRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x30\n\nprediction\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.LengthPrediction\x12\x1c\n\x14resume_output_tokens\x18\x03 \x01(\r\"\xa9\x01\n\nAdmitReply\x12\x10\n\x08\x61\x64mitted\x18\x01 \x01(\x08\x12\'\n\x07replica\x18\x02 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rretry_after_s\x18\x04 \x01(\x01\x12\x0e\n\x06policy\x18\x05 \x01(\t\x12\x13\n\x0b\x64rop_reason\x18\x06 \x01(\t\x12\x14\n\x0cslice_tokens\x18\x07 \x01(\r\"\xc3\x01\n\x10\x43ompletionReport\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\'\n\x07replica\x18\x02 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\x1a\n\x12\x66irst_token_unix_s\x18\x03 \x01(\x01\x12\x15\n\rfinish_unix_s\x18\x04 \x01(\x01\x12\x15\n\routput_tokens\x18\x05 \x01(\r\x12\x15\n\rfinish_reason\x18\x06 \x01(\t\"\r\n\x0bReportReply\"\r\n\x0bHealthQuery\"\xa0\x02\n\x0bHealthReply\x12\x11\n\tcan_admit\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x14\n\x0cready_models\x18\x05 \x03(\t\x12\r\n\x05shard\x18\x06 \x01(\t\x12\x0e\n\x06shards\x18\x07 \x03(\t\x12+\n\x08replicas\x18\x08 \x03(\x0b\x32\x19.slomesh.v1.ModelReplicas\x12\x19\n\x11usage_staleness_s\x18\t \x01(\x01\x12\x1d\n\x15max_usage_staleness_s\x18\n \x01(\x01\x12\x16\n\x0e\x61\x64mitted_total\x18\x0b \x01(\x04\x12\x17\n\x0f\x66\x61st_path_total\x18\x0c \x01(\x04\"-\n\rModelReplicas\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05ready\x18\x02 \x01(\r\".\n\x0bTenantUsage\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x01\"y\n\nShardUsage\x12\r\n\x05shard\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\t\x12\x13\n\x0bsent_unix_s\x18\x03 \x01(\x01\x12(\n\x07tenants\x18\x04 \x03(\x0b\x32\x17.slomesh.v1.TenantUsage\x12\x0e\n\x06shards\x18\x05 \x03(\t\"\"\n\x0cLeaseRequest\x12\x12\n\ningress_id\x18\x01 \x01(\t\"G\n\rReplicaCredit\x12\'\n\x07replica\x18\x01 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\r\n\x05limit\x18\x02 \x01(\x04\"V\n\nLeaseGrant\x12\r\n\x05\x65poch\x18\x01 \x01(\t\x12*\n\x07\x63redits\x18\x02 \x03(\x0b\x32\x19.slomesh.v1.ReplicaCredit\x12\r\n\x05ttl_s\x18\x03 \x01(\x01\"s\n\x0bPlaceNotice\x12\x12\n\ningress_id\x18\x01 \x01(\t\x12\'\n\x05\x61\x64mit\x18\x02 \x01(\x0b\x32\x18.slomesh.v1.AdmitRequest\x12\'\n\x07replica\x18\x03 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\"\xe0\x01\n\x08SyncItem\x12(\n\x05place\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.PlaceNoticeH\x00\x12.\n\x06report\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.CompletionReportH\x00\x12=\n\rtrace_headers\x18\x03 \x03(\x0b\x32&.slomesh.v1.SyncItem.TraceHeadersEntry\x1a\x33\n\x11TraceHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04work\"D\n\tSyncBatch\x12\x12\n\ningress_id\x18\x01 \x01(\t\x12#\n\x05items\x18\x02 \x03(\x0b\x32\x14.slomesh.v1.SyncItem2\xef\x03\n\tScheduler\x12\x39\n\x05\x41\x64mit\x12\x18.slomesh.v1.AdmitRequest\x1a\x16.slomesh.v1.AdmitReply\x12?\n\x06Report\x12\x1c.slomesh.v1.CompletionReport\x1a\x17.slomesh.v1.ReportReply\x12\x42\n\rUpdateReplica\x12\x18.slomesh.v1.ReplicaState\x1a\x17.slomesh.v1.ReportReply\x12:\n\x06Health\x12\x17.slomesh.v1.HealthQuery\x1a\x17.slomesh.v1.HealthReply\x12\x39\n\x05Lease\x12\x18.slomesh.v1.LeaseRequest\x1a\x16.slomesh.v1.LeaseGrant\x12\x38\n\x05Place\x12\x17.slomesh.v1.PlaceNotice\x1a\x16.slomesh.v1.LeaseGrant\x12\x35\n\x04Sync\x12\x15.slomesh.v1.SyncBatch\x1a\x16.slomesh.v1.LeaseGrant\x12:\n\x08\x45xchange\x12\x16.slomesh.v1.ShardUsage\x1a\x16.slomesh.v1.ShardUsageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aslomesh/v1/scheduler.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"\x85\x01\n\x0c\x41\x64mitRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x30\n\nprediction\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.LengthPrediction\x12\x1c\n\x14resume_output_tokens\x18\x03 \x01(\r\"\xa8\x01\n\nAdmitReply\x12\x10\n\x08\x61\x64mitted\x18\x01 \x01(\x08\x12\'\n\x07replica\x18\x02 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rretry_after_s\x18\x04 \x01(\x01\x12\r\n\x05stack\x18\x05 \x01(\t\x12\x13\n\x0b\x64rop_reason\x18\x06 \x01(\t\x12\x14\n\x0cslice_tokens\x18\x07 \x01(\r\"\xc3\x01\n\x10\x43ompletionReport\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\'\n\x07replica\x18\x02 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\x1a\n\x12\x66irst_token_unix_s\x18\x03 \x01(\x01\x12\x15\n\rfinish_unix_s\x18\x04 \x01(\x01\x12\x15\n\routput_tokens\x18\x05 \x01(\r\x12\x15\n\rfinish_reason\x18\x06 \x01(\t\"\r\n\x0bReportReply\"\r\n\x0bHealthQuery\"\xa0\x02\n\x0bHealthReply\x12\x11\n\tcan_admit\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x14\n\x0cready_models\x18\x05 \x03(\t\x12\r\n\x05shard\x18\x06 \x01(\t\x12\x0e\n\x06shards\x18\x07 \x03(\t\x12+\n\x08replicas\x18\x08 \x03(\x0b\x32\x19.slomesh.v1.ModelReplicas\x12\x19\n\x11usage_staleness_s\x18\t \x01(\x01\x12\x1d\n\x15max_usage_staleness_s\x18\n \x01(\x01\x12\x16\n\x0e\x61\x64mitted_total\x18\x0b \x01(\x04\x12\x17\n\x0f\x66\x61st_path_total\x18\x0c \x01(\x04\"-\n\rModelReplicas\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05ready\x18\x02 \x01(\r\".\n\x0bTenantUsage\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x01\"y\n\nShardUsage\x12\r\n\x05shard\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\t\x12\x13\n\x0bsent_unix_s\x18\x03 \x01(\x01\x12(\n\x07tenants\x18\x04 \x03(\x0b\x32\x17.slomesh.v1.TenantUsage\x12\x0e\n\x06shards\x18\x05 \x03(\t\"\"\n\x0cLeaseRequest\x12\x12\n\ningress_id\x18\x01 \x01(\t\"G\n\rReplicaCredit\x12\'\n\x07replica\x18\x01 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\x12\r\n\x05limit\x18\x02 \x01(\x04\"V\n\nLeaseGrant\x12\r\n\x05\x65poch\x18\x01 \x01(\t\x12*\n\x07\x63redits\x18\x02 \x03(\x0b\x32\x19.slomesh.v1.ReplicaCredit\x12\r\n\x05ttl_s\x18\x03 \x01(\x01\"s\n\x0bPlaceNotice\x12\x12\n\ningress_id\x18\x01 \x01(\t\x12\'\n\x05\x61\x64mit\x18\x02 \x01(\x0b\x32\x18.slomesh.v1.AdmitRequest\x12\'\n\x07replica\x18\x03 \x01(\x0b\x32\x16.slomesh.v1.ReplicaRef\"\xe0\x01\n\x08SyncItem\x12(\n\x05place\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.PlaceNoticeH\x00\x12.\n\x06report\x18\x02 \x01(\x0b\x32\x1c.slomesh.v1.CompletionReportH\x00\x12=\n\rtrace_headers\x18\x03 \x03(\x0b\x32&.slomesh.v1.SyncItem.TraceHeadersEntry\x1a\x33\n\x11TraceHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04work\"D\n\tSyncBatch\x12\x12\n\ningress_id\x18\x01 \x01(\t\x12#\n\x05items\x18\x02 \x03(\x0b\x32\x14.slomesh.v1.SyncItem2\xef\x03\n\tScheduler\x12\x39\n\x05\x41\x64mit\x12\x18.slomesh.v1.AdmitRequest\x1a\x16.slomesh.v1.AdmitReply\x12?\n\x06Report\x12\x1c.slomesh.v1.CompletionReport\x1a\x17.slomesh.v1.ReportReply\x12\x42\n\rUpdateReplica\x12\x18.slomesh.v1.ReplicaState\x1a\x17.slomesh.v1.ReportReply\x12:\n\x06Health\x12\x17.slomesh.v1.HealthQuery\x1a\x17.slomesh.v1.HealthReply\x12\x39\n\x05Lease\x12\x18.slomesh.v1.LeaseRequest\x1a\x16.slomesh.v1.LeaseGrant\x12\x38\n\x05Place\x12\x17.slomesh.v1.PlaceNotice\x1a\x16.slomesh.v1.LeaseGrant\x12\x35\n\x04Sync\x12\x15.slomesh.v1.SyncBatch\x1a\x16.slomesh.v1.LeaseGrant\x12:\n\x08\x45xchange\x12\x16.slomesh.v1.ShardUsage\x1a\x16.slomesh.v1.ShardUsageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,35 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADMITREQUEST']._serialized_start=68
   _globals['_ADMITREQUEST']._serialized_end=201
   _globals['_ADMITREPLY']._serialized_start=204
-  _globals['_ADMITREPLY']._serialized_end=373
-  _globals['_COMPLETIONREPORT']._serialized_start=376
-  _globals['_COMPLETIONREPORT']._serialized_end=571
-  _globals['_REPORTREPLY']._serialized_start=573
-  _globals['_REPORTREPLY']._serialized_end=586
-  _globals['_HEALTHQUERY']._serialized_start=588
-  _globals['_HEALTHQUERY']._serialized_end=601
-  _globals['_HEALTHREPLY']._serialized_start=604
-  _globals['_HEALTHREPLY']._serialized_end=892
-  _globals['_MODELREPLICAS']._serialized_start=894
-  _globals['_MODELREPLICAS']._serialized_end=939
-  _globals['_TENANTUSAGE']._serialized_start=941
-  _globals['_TENANTUSAGE']._serialized_end=987
-  _globals['_SHARDUSAGE']._serialized_start=989
-  _globals['_SHARDUSAGE']._serialized_end=1110
-  _globals['_LEASEREQUEST']._serialized_start=1112
-  _globals['_LEASEREQUEST']._serialized_end=1146
-  _globals['_REPLICACREDIT']._serialized_start=1148
-  _globals['_REPLICACREDIT']._serialized_end=1219
-  _globals['_LEASEGRANT']._serialized_start=1221
-  _globals['_LEASEGRANT']._serialized_end=1307
-  _globals['_PLACENOTICE']._serialized_start=1309
-  _globals['_PLACENOTICE']._serialized_end=1424
-  _globals['_SYNCITEM']._serialized_start=1427
-  _globals['_SYNCITEM']._serialized_end=1651
-  _globals['_SYNCITEM_TRACEHEADERSENTRY']._serialized_start=1592
-  _globals['_SYNCITEM_TRACEHEADERSENTRY']._serialized_end=1643
-  _globals['_SYNCBATCH']._serialized_start=1653
-  _globals['_SYNCBATCH']._serialized_end=1721
-  _globals['_SCHEDULER']._serialized_start=1724
-  _globals['_SCHEDULER']._serialized_end=2219
+  _globals['_ADMITREPLY']._serialized_end=372
+  _globals['_COMPLETIONREPORT']._serialized_start=375
+  _globals['_COMPLETIONREPORT']._serialized_end=570
+  _globals['_REPORTREPLY']._serialized_start=572
+  _globals['_REPORTREPLY']._serialized_end=585
+  _globals['_HEALTHQUERY']._serialized_start=587
+  _globals['_HEALTHQUERY']._serialized_end=600
+  _globals['_HEALTHREPLY']._serialized_start=603
+  _globals['_HEALTHREPLY']._serialized_end=891
+  _globals['_MODELREPLICAS']._serialized_start=893
+  _globals['_MODELREPLICAS']._serialized_end=938
+  _globals['_TENANTUSAGE']._serialized_start=940
+  _globals['_TENANTUSAGE']._serialized_end=986
+  _globals['_SHARDUSAGE']._serialized_start=988
+  _globals['_SHARDUSAGE']._serialized_end=1109
+  _globals['_LEASEREQUEST']._serialized_start=1111
+  _globals['_LEASEREQUEST']._serialized_end=1145
+  _globals['_REPLICACREDIT']._serialized_start=1147
+  _globals['_REPLICACREDIT']._serialized_end=1218
+  _globals['_LEASEGRANT']._serialized_start=1220
+  _globals['_LEASEGRANT']._serialized_end=1306
+  _globals['_PLACENOTICE']._serialized_start=1308
+  _globals['_PLACENOTICE']._serialized_end=1423
+  _globals['_SYNCITEM']._serialized_start=1426
+  _globals['_SYNCITEM']._serialized_end=1650
+  _globals['_SYNCITEM_TRACEHEADERSENTRY']._serialized_start=1591
+  _globals['_SYNCITEM_TRACEHEADERSENTRY']._serialized_end=1642
+  _globals['_SYNCBATCH']._serialized_start=1652
+  _globals['_SYNCBATCH']._serialized_end=1720
+  _globals['_SCHEDULER']._serialized_start=1723
+  _globals['_SCHEDULER']._serialized_end=2218
 # @@protoc_insertion_point(module_scope)

@@ -18,22 +18,22 @@ class AdmitRequest(_message.Message):
     def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prediction: _Optional[_Union[_common_pb2.LengthPrediction, _Mapping]] = ..., resume_output_tokens: _Optional[int] = ...) -> None: ...
 
 class AdmitReply(_message.Message):
-    __slots__ = ("admitted", "replica", "reason", "retry_after_s", "policy", "drop_reason", "slice_tokens")
+    __slots__ = ("admitted", "replica", "reason", "retry_after_s", "stack", "drop_reason", "slice_tokens")
     ADMITTED_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
-    POLICY_FIELD_NUMBER: _ClassVar[int]
+    STACK_FIELD_NUMBER: _ClassVar[int]
     DROP_REASON_FIELD_NUMBER: _ClassVar[int]
     SLICE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     admitted: bool
     replica: _common_pb2.ReplicaRef
     reason: str
     retry_after_s: float
-    policy: str
+    stack: str
     drop_reason: str
     slice_tokens: int
-    def __init__(self, admitted: _Optional[bool] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., reason: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., policy: _Optional[str] = ..., drop_reason: _Optional[str] = ..., slice_tokens: _Optional[int] = ...) -> None: ...
+    def __init__(self, admitted: _Optional[bool] = ..., replica: _Optional[_Union[_common_pb2.ReplicaRef, _Mapping]] = ..., reason: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., stack: _Optional[str] = ..., drop_reason: _Optional[str] = ..., slice_tokens: _Optional[int] = ...) -> None: ...
 
 class CompletionReport(_message.Message):
     __slots__ = ("meta", "replica", "first_token_unix_s", "finish_unix_s", "output_tokens", "finish_reason")

@@ -1,4 +1,4 @@
-"""DerivedODBSFormer's overload switches (issue 15): lost requests last, slack rule off."""
+"""DerivedODBSFormer's overload switches: lost requests last, slack rule off."""
 
 from __future__ import annotations
 

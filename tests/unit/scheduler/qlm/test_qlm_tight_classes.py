@@ -186,7 +186,7 @@ def test_direct_candidates_single_model_and_planned_swaps(fakes, cfg, queues, se
 
 @pytest.mark.parametrize(("single_model_only", "direct"), [(False, True), (True, False)])
 def test_direct_dispatch_only_to_single_model_instances(fakes, single_model_only, direct):
-    """Regression (issue 15, qlm-wc): on instances that serve several models every request
+    """Regression (qlm-wc): on instances that serve several models every request
     stays in QLM's queues, so its planner sees all the work it batches into swaps."""
     inst = fakes.instance("i0", models=("m", "x"), active_model="m")
     tight = {"direct_max_ttft_s": 3600.0, "active_model_only": True}
