@@ -19,8 +19,8 @@ dear ones, times the policy's work per simulated second. A stack with QLM's glob
 (`qlm`, the flagship) re-plans with its ILP up to once per simulated second while a violation is
 predicted (replan_min_interval_s), tens of ms of CPU per solve, a third to a half of it in
 cvxpy's compilation: on qlm-wb (1,000 requests at 0.5 r/s, about 2,000 simulated seconds) the
-solver takes over half of the probe. Start such a stack's search near its capacity (--rate) rather than at the
-scenario's default rate far below it.
+solver takes over half of the probe. Start such a stack's search near its capacity (--rate)
+rather than at the scenario's default rate far below it.
 
 Every probe at one seed regenerates the workload at the probed rate from that seed. In the
 simulator `qlm`'s global solver runs under work limits, not a wall-clock limit

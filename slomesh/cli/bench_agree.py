@@ -67,8 +67,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--stacks",
-        "--policies",
-        dest="policies",
         default="vllm-fcfs,edf,qlm-recompute,slomesh",
         help="comma-separated stacks (names or stack files)",
     )
@@ -132,12 +130,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if len(args.policies) < 2 and args.page is None:
+    args.stacks = [p.strip() for p in args.stacks.split(",") if p.strip()]
+    if len(args.stacks) < 2 and args.page is None:
         raise UsageError("--stacks: give at least 2 stacks to rank (or --page to rank there)")
     if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1 or args.replicas < 1:
         raise UsageError("--replicas, --max-num-seqs and --max-num-batched-tokens must be >= 1")
-    stacks = {p: STACKS.create(p) for p in args.policies}
+    stacks = {p: STACKS.create(p) for p in args.stacks}
     spec = AgreeWorkloadSpec(
         classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
     )
@@ -228,7 +226,7 @@ def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (the page lists it)."""
     parts = [
         "slomesh bench-agree",
-        f"--stacks {','.join(args.policies)}",
+        f"--stacks {','.join(args.stacks)}",
         f"--requests {args.requests}",
         f"--rate {args.rate:g}",
         f"--seed {args.seed}",

@@ -213,13 +213,13 @@ def run_live(
     out: Path,
     done: Callable[[str, LiveResults], None],
 ) -> LiveResults:
-    """Every stack of `args.policies` live, one at a time (module docstring); `done(stack,
+    """Every stack of `args.stacks` live, one at a time (module docstring); `done(stack,
     results so far)` after each, outside the lock."""
     from slomesh.bench.agree.live import warm_up
 
     builder = prompt_builder()
     res = LiveResults()
-    for policy in args.policies:
+    for policy in args.stacks:
         config = live_config(args, spec, policy)
         log = out / f"rwt-{policy}.jsonl"
         log.unlink(missing_ok=True)

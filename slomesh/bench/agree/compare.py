@@ -72,7 +72,7 @@ def rankings_agree(
 ) -> bool:
     """True when every pair of policies is ordered (or tied) the same way on both sides."""
     if set(live) != set(sim):
-        raise ValueError(f"policies differ: live {sorted(live)} vs sim {sorted(sim)}")
+        raise ValueError(f"stacks differ: live {sorted(live)} vs sim {sorted(sim)}")
     return all(
         _order(live[p], live[q], tie_points) == _order(sim[p], sim[q], tie_points)
         for p, q in combinations(sorted(live), 2)

@@ -146,8 +146,8 @@ def test_rankings_agree(
     assert rankings_agree(live, sim, tie) is agree
 
 
-def test_rankings_need_the_same_policies() -> None:
-    with pytest.raises(ValueError, match="policies differ"):
+def test_rankings_need_the_same_stacks() -> None:
+    with pytest.raises(ValueError, match="stacks differ"):
         rankings_agree({"a": 1.0}, {"b": 1.0})
 
 
