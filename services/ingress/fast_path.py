@@ -12,7 +12,8 @@ keeps its prior length estimate for it: QLM's estimator learns output lengths fr
 either way). Without a credit the request takes the full path (Predict, then Admit: QLM
 queueing). The request's completion report goes through the same outbox, after its placement,
 so the scheduler never hears of a finish before the placement. A grant is asked for (an empty
-`Sync`, or the next batch sent at once) when one is due or this ingress spent its credits.
+`Sync`, or the next batch sent at once) when one is due or this ingress spent its credits
+(for the model, or on one replica).
 """
 
 from __future__ import annotations
@@ -91,10 +92,10 @@ class FastPath:
         replica: common_pb2.ReplicaRef,
     ) -> None:
         """Queue the placement for the scheduler (shard_outbox.py: sent within its interval,
-        at once when this ingress's credits for the model are spent); the prediction waits for
-        the first token (`first_token`; its `predict` span joins the trace; the request
-        already runs, so the scheduler keeps its prior length estimate for it). The current
-        trace context goes with both."""
+        at once when this ingress's credits for the model, or on that replica, are spent);
+        the prediction waits for the first token (`first_token`; its `predict` span joins the
+        trace; the request already runs, so the scheduler keeps its prior length estimate for
+        it). The current trace context goes with both."""
         self._predictions[meta.request_id] = (prediction, contextvars.copy_context())
         self._epochs[meta.request_id] = self.ledger.epoch
         notice = scheduler_pb2.PlaceNotice(
@@ -103,7 +104,14 @@ class FastPath:
             replica=replica,
         )
         self.outbox.place(notice, trace_headers())
-        if self.ledger.left(meta.model, time.monotonic()) == 0:
+        now = time.monotonic()
+        # the last credit on this replica: as far as this ingress's grant goes the replica is
+        # full, and the scheduler's admission limit must see it so before it admits more there
+        # (the outbox would hold the notice for its headroom interval while other credits last)
+        if (
+            self.ledger.left(meta.model, now) == 0
+            or self.ledger.left_on(replica.application, now) == 0
+        ):
             self.refresh()
 
     def report(self, report: scheduler_pb2.CompletionReport) -> None:

@@ -97,6 +97,13 @@ class CreditLedger:
             if e.credit.model == model
         )
 
+    def left_on(self, application: str, now_s: float) -> int:
+        """Credits left on `application` now."""
+        e = self._entries.get(application)
+        if e is None or not self._live(now_s):
+            return 0
+        return max(0, e.credit.limit - e.taken)
+
     def holds_credit(self, now_s: float) -> bool:
         """Whether a live grant has a credit left for any model."""
         return self._live(now_s) and any(e.credit.limit > e.taken for e in self._entries.values())

@@ -148,3 +148,24 @@ def test_holds_credit(grant: list[Credit] | None, takes: int, now: float, holds:
     for _ in range(takes):
         ledger.take("m", 0.0)
     assert ledger.holds_credit(now) is holds
+
+
+@pytest.mark.parametrize(
+    ("grant", "takes", "now", "left"),
+    [
+        (None, 0, 0.0, {"a": 0}),  # never granted
+        ([c("a", 1), c("b", 3)], 1, 0.1, {"a": 1, "b": 2}),  # the most left first: b
+        ([c("a", 1), c("b", 3)], 3, 0.1, {"a": 0, "b": 1}),  # a spent while b holds one
+        ([c("a", 2)], 0, 0.1, {"a": 2, "z": 0}),  # a replica not in the grant has none
+        ([c("a", 2)], 0, 0.6, {"a": 0}),  # the grant expired (ttl 0.5 s)
+    ],
+)
+def test_left_on_a_replica(
+    grant: list[Credit] | None, takes: int, now: float, left: dict[str, int]
+) -> None:
+    ledger = CreditLedger()
+    if grant is not None:
+        ledger.update("e", grant, 0.5, 0.0)
+    for _ in range(takes):
+        ledger.take("m", 0.0)
+    assert {app: ledger.left_on(app, now) for app in left} == left

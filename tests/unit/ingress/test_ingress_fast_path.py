@@ -72,6 +72,9 @@ def test_requests_on_credit_skip_predict_and_admit(
             ("replica-0", "Generate"),
         ]
         _wait_for(mesh, ("scheduler", "Report"), 1)  # batched: sent within its interval
+        # the first request's completion reaches the predictor in a batch of its own, before
+        # the requests counted below (on a loaded host it could land after their streams open)
+        _wait_until(lambda: sum(k == "observe" for k, _, _ in mesh.fed) == 1)
         start = len(mesh.calls)
         _stream(client)
         _stream(client)
