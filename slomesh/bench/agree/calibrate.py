@@ -11,7 +11,7 @@ So before each stack's measured trace, a short calibration trace runs at each of
 `--calibrate-rate`'s rates (the same classes, seeds of their own: no prompt the measured trace
 sends) on that stack's own mesh (the mesh's CPU per admitted request shares the engines' cores,
 so stacks that admit differently leave their engines different speeds), and its profile is
-calibrated on what they delivered exactly as
+calibrated on what they delivered as
 `bench-goodput` calibrates its simulator, with its code: the decode step becomes the plane
 fitted on every rate's served requests (TPOT against the batch they streamed in and the rate
 offered, slomesh/bench/goodput/delivered_fit.py), prefill is scaled by the plane's lone step,
@@ -19,6 +19,13 @@ and the live median TTFT of the lowest rate left over becomes the submit overhea
 (slomesh/bench/goodput/sim.py `calibrate`); the plane is then read at the measured trace's rate
 (`at_rate`). The rate term is the run-wide offered rate: while a backlog drains after the last
 arrival the live steps are quicker than that plane says.
+
+One difference from `bench-goodput`: each group of the plane is its streams' time per token
+(`statistic="per-token"`), not their median TPOT. A trace near capacity is decided by the
+tokens the engines stream per second, and the host's stalls (its other tenants, Ray, the
+control plane) are part of that: a median drops them, and a simulator on the median's step
+served backlogs the live mesh did not (per-token steps were 2-10% slower than the medians at a
+batch of 2 on this host).
 
 The cluster simulator has no submit overhead of its own (only the lone-engine replay has), so
 `shift_in` / `shift_out` carry it: each request reaches the simulated scheduler that much after
@@ -66,7 +73,7 @@ def calibrated(
     """`profile` calibrated on the calibration traces' records (`by_rate`: offered rate ->
     records), read at `rate_rps` (module docstring)."""
     rates = {rate: offered(records) for rate, records in by_rate.items()}
-    line = fit_decode_line(rates, replicas)
+    line = fit_decode_line(rates, replicas, "per-token")
     low = min(rates)
     cal = calibrate(profile, rates[low], replicas, max_num_seqs, line, low)
     here = at_rate(cal, line, rate_rps)

@@ -8,9 +8,12 @@ both grow with the number of streams; the control plane's work for every request
 served request gives one point: its time per output token after the first (vLLM's TPOT)
 against the mean number of requests streaming per engine over its own stream (all the rate's
 served requests' streams, from the client's timings, over the engines) and the rate offered.
-The points are grouped by rate and by that batch rounded to a whole request, each group's
-median TPOT taken (one stall of the machine moves a median little), and a plane
-`TPOT = intercept + per_request * batch + per_offered_rps * rate` is fitted to the medians,
+The points are grouped by rate and by that batch rounded to a whole request, and each group's
+step taken: by default its median TPOT (one stall of the machine moves a median little); with
+`statistic="per-token"`, the group's streaming time over its tokens (every stall counted: a
+stall costs the live mesh the tokens it did not stream, which decides attainment on a trace at
+capacity, where the median's quicker step served a backlog the live mesh did not). Then a plane
+`TPOT = intercept + per_request * batch + per_offered_rps * rate` is fitted to the group steps,
 each weighted by its group's size (with one rate, or a negative rate term, the line without
 it). It is the calibrated profile's decode step (`slomesh/bench/goodput/sim.py`).
 """
@@ -21,6 +24,7 @@ import bisect
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from slomesh.bench.goodput.confusion import Offered
 
@@ -87,20 +91,34 @@ def _solve(rows: list[tuple[float, ...]], ys: list[float], ws: list[float]) -> l
     return [v[i] / m[i][i] for i in range(k)]
 
 
-def fit_decode_line(rates: Mapping[float, Sequence[Offered]], engines: int) -> DecodeLine | None:
+Statistic = Literal["median", "per-token"]
+"""How a group's step is taken from its requests (module docstring)."""
+
+
+def _step(group: list[Offered], statistic: Statistic) -> float:
+    if statistic == "median":
+        return statistics.median(r.tpot_s for r in group)
+    gaps = sum(r.output_tokens - 1 for r in group)
+    return sum(r.tpot_s * (r.output_tokens - 1) for r in group) / gaps
+
+
+def fit_decode_line(
+    rates: Mapping[float, Sequence[Offered]], engines: int, statistic: Statistic = "median"
+) -> DecodeLine | None:
     """The plane of the module docstring over every rate's served requests (`rates` maps the
-    offered rate to its requests); None with fewer than two distinct batches."""
-    groups: dict[tuple[float, int], list[float]] = {}
+    offered rate to its requests), each group's step taken by `statistic`; None with fewer
+    than two distinct batches."""
+    groups: dict[tuple[float, int], list[Offered]] = {}
     n = 0
     for rate, offered in rates.items():
         served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1]
         for r, batch in zip(served, stream_batches(served, engines), strict=True):
-            groups.setdefault((rate, max(1, round(batch))), []).append(r.tpot_s)
+            groups.setdefault((rate, max(1, round(batch))), []).append(r)
             n += 1
     if len({b for _, b in groups}) < 2:
         return None
     keys = list(groups)
-    ys = [statistics.median(groups[k]) for k in keys]
+    ys = [_step(groups[k], statistic) for k in keys]
     ws = [float(len(groups[k])) for k in keys]
     if len({r for r, _ in keys}) > 1:
         got = _solve([(1.0, float(b), r) for r, b in keys], ys, ws)

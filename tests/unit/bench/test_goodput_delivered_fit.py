@@ -66,6 +66,25 @@ def test_a_stall_at_one_batch_moves_the_line_little() -> None:
     assert line is not None and abs(line.step_s(8) - 0.006) < 1e-6
 
 
+def test_per_token_steps_are_the_groups_time_over_its_tokens() -> None:
+    # batch 2: a 65-token stream at 3 ms and a 17-token one at 12 ms per token, both 192 ms
+    # long: the median reads 7.5 ms, the group streamed 80 tokens in 384 ms of streams
+    pair = [
+        Offered(100.0, 32, 65, "served", 0.01, 0.003),
+        Offered(100.0, 32, 17, "served", 0.01, 0.012),
+    ]
+    reqs = groups(0.002, 0.0005, [1]) + pair
+    per_token = fit_decode_line({5.0: reqs}, 1, "per-token")
+    median = fit_decode_line({5.0: reqs}, 1)
+    assert per_token is not None and median is not None
+    assert abs(per_token.step_s(2) - 0.384 / 80) < 1e-9
+    assert median.step_s(2) > per_token.step_s(2) + 2e-3  # the 12 ms stream's median
+    # where every stream of a group has one time per token, both read the same line
+    clean = groups(0.002, 0.0005, [1, 2, 4, 8])
+    same = fit_decode_line({5.0: clean}, 1, "per-token")
+    assert same is not None and abs(same.step_s(8) - 0.006) < 1e-9
+
+
 def test_the_calibrated_profile_steps_on_the_line() -> None:
     prof = load_profiles(PROFILE)[0]
     reqs = groups(0.002, 0.0005, [1, 2, 4])
