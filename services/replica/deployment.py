@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -255,6 +256,18 @@ class ReplicaDeployment:
         except ModelNotServed as err:  # the caller's fault: INVALID_ARGUMENT, not INTERNAL
             refuse_invalid(grpc_context, "replica.SwapModel", err)
         return replica_pb2.ModelSwapOrder(model=self._host.target)
+
+    async def SwapLog(self, grpc_context: Any = None) -> dict[str, Any]:
+        """The swaps this replica made since it started, as measured (model_host.py: from,
+        to, seconds, ok), and the requests a failed swap answered with an error: what a bench
+        reports of a live run (a Serve-handle call, not a gRPC method)."""
+        require_mesh_credential(grpc_context, "replica.SwapLog")
+        if self._host is None:
+            return {"swaps": [], "failed_requests": 0}
+        return {
+            "swaps": [dataclasses.asdict(s) for s in self._host.swaps],
+            "failed_requests": self._host.failed_requests,
+        }
 
     async def Resume(
         self,

@@ -117,7 +117,7 @@ def render(scenarios: Mapping[str, Any]) -> str:
             entry["description"],
             "",
             f"Seeds {', '.join(map(str, entry['seeds']))}, {entry['requests']} requests per "
-            f"probe, target {100 * entry['target']:g}%. "
+            f"probe{_duration(entry)}, target {100 * entry['target']:g}%. "
             + ("Command:" if len(commands) == 1 else "Commands (each made its stacks' rows):"),
             "",
             *(f"    {c}" for c in commands),
@@ -125,6 +125,13 @@ def render(scenarios: Mapping[str, Any]) -> str:
             format_capacity_table(rows, entry["target"]),
         ]
     return "\n".join(parts) + "\n"
+
+
+def _duration(entry: Mapping[str, Any]) -> str:
+    d = entry.get("probe_min_duration_s")
+    if d is None:
+        return ""
+    return f" or more (each probe's arrivals last at least {d:g} s: more requests at high rates)"
 
 
 def _ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,14 +155,17 @@ def update_page(
     requests: int,
     target: float,
     rows: Sequence[CapacityRow],
+    probe_min_duration_s: float | None = None,
 ) -> None:
     """Store `scenario`'s rows in the page's data file (module docstring: the scenario's rows
-    of other stacks stay when the settings match) and render the page again."""
+    of other stacks stay when the settings match) and render the page again.
+    `probe_min_duration_s`: probes sized by duration too (capacity_run.probe_requests_at)."""
     page.parent.mkdir(parents=True, exist_ok=True)
     # the data file is locked while it is read and written: another scenario's run may end now
     with open(page.with_suffix(".json"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _store(page, scenario, description, command, seeds, requests, target, rows)
+        settings = (list(seeds), requests, target, probe_min_duration_s)
+        _store(page, scenario, description, command, settings, rows)
 
 
 def _store(
@@ -163,21 +173,21 @@ def _store(
     scenario: str,
     description: str,
     command: str,
-    seeds: Sequence[int],
-    requests: int,
-    target: float,
+    settings: tuple[list[int], int, float, float | None],
     rows: Sequence[CapacityRow],
 ) -> None:
+    seeds, requests, target, duration_s = settings
     store = page.with_suffix(".json")
     text = store.read_text() if store.exists() else ""
     scenarios: dict[str, Any] = json.loads(text) if text.strip() else {}
     new = [row_json(r, command) for r in rows]
     old = scenarios.get(scenario)
-    same = old is not None and (old["seeds"], old["requests"], old["target"]) == (
-        list(seeds),
-        requests,
-        target,
-    )
+    same = old is not None and (
+        old["seeds"],
+        old["requests"],
+        old["target"],
+        old.get("probe_min_duration_s"),
+    ) == (seeds, requests, target, duration_s)
     if old is not None and same:
         searched = {r.policy for r in rows}
         kept = [
@@ -194,5 +204,7 @@ def _store(
         "target": target,
         "rows": new,
     }
+    if duration_s is not None:
+        scenarios[scenario]["probe_min_duration_s"] = duration_s
     store.write_text(json.dumps(scenarios, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     render_page(page)

@@ -6,6 +6,12 @@ What makes a 3-seed, 3-policy search take minutes rather than hours:
   otherwise. A shorter run builds a shorter queue past capacity, so capacities from short probes
   lean high; every policy gets the same rule, so ratios between policies hold up better than
   absolute figures.
+- Probes sized by duration where the count is not enough: a scenario with
+  capacity_probe_deadlines = k makes every probe's arrivals last at least k times its longest
+  TTFT deadline (probe_requests_at: the count, or rate * k * deadline when that is more).
+  Otherwise a probe at a high rate arrives entirely within a long deadline, the queue never
+  reaches steady state and the search measures the burst a stack can absorb, not a rate it
+  can sustain (with no upper end: every rate "attains").
 - Early stop with no approximation: a probe stops as soon as the verdict is certain
   (early_stop.py; a miss counts at the request's TTFT deadline once it has no first token by
   then). Past capacity misses pile up early, so missed probes are the cheap ones.
@@ -34,9 +40,10 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from math import ceil
 
 from shared.metrics.summary import summarize
-from shared.workloads import generate
+from shared.workloads import WorkloadSpec, generate, get_slo_class
 from slomesh.bench.capacity import CapacitySearch, CapacitySettings, search_capacity
 from slomesh.bench.early_stop import CRITERIA, Criterion, Decided, EarlyStopSimulator
 from slomesh.bench.scenarios import ScenarioSpec
@@ -55,6 +62,28 @@ def probe_requests(sc: ScenarioSpec, settings: CapacitySettings) -> int:
     )
 
 
+def longest_ttft_deadline_s(workload: WorkloadSpec) -> float:
+    """The longest TTFT deadline of the workload's streams (a stream's own, else its class's)."""
+    return max(
+        s.ttft_deadline_s or get_slo_class(s.slo_class).ttft_deadline_s for s in workload.streams
+    )
+
+
+def probe_min_duration_s(sc: ScenarioSpec) -> float | None:
+    """How long every probe's arrivals last at least, seconds (None: sized by count only)."""
+    if sc.capacity_probe_deadlines is None:
+        return None
+    return sc.capacity_probe_deadlines * longest_ttft_deadline_s(sc.workload)
+
+
+def probe_requests_at(sc: ScenarioSpec, settings: CapacitySettings, rate_rps: float) -> int:
+    """Requests of a probe at `rate_rps`: the count (probe_requests), or more where the
+    scenario's minimum duration (probe_min_duration_s) needs more at that rate."""
+    count = probe_requests(sc, settings)
+    duration_s = probe_min_duration_s(sc)
+    return count if duration_s is None else max(count, ceil(rate_rps * duration_s))
+
+
 def make_probe(
     sc: ScenarioSpec,
     policy: str,
@@ -63,10 +92,12 @@ def make_probe(
     criterion: Criterion = "overall",
 ) -> Callable[[float], float]:
     """probe(rate) -> the criterion's attainment (a bound when stopped early) of `policy` at
-    `rate` r/s: overall attainment, or the lowest class attainment."""
-    workload = sc.workload.model_copy(update={"requests": probe_requests(sc, settings)})
+    `rate` r/s over probe_requests_at(rate) requests: overall attainment, or the lowest class
+    attainment."""
 
     def probe(rate: float) -> float:
+        n = probe_requests_at(sc, settings, rate)
+        workload = sc.workload.model_copy(update={"requests": n})
         requests = generate(workload.with_total_rate(rate), seed)
         sim = EarlyStopSimulator(
             sc.cluster, STACKS.create(policy), requests, settings.target, criterion

@@ -37,6 +37,14 @@ from slomesh.bench.agree.compare import (
     side_by_side,
 )
 from slomesh.bench.agree.page import update_page
+from slomesh.bench.agree.scenario import (
+    LiveScenario,
+    apply_scenario,
+    scenario_trace,
+    scenario_workload,
+    simulate_scenario,
+    swaps_table,
+)
 from slomesh.bench.agree.sim import simulate
 from slomesh.bench.agree.workload import (
     AgreeRequest,
@@ -69,6 +77,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--stacks",
         default="vllm-fcfs,edf,qlm-recompute,slomesh",
         help="comma-separated stacks (names or stack files)",
+    )
+    p.add_argument(
+        "--scenario",
+        help="a scenario with a shipped live mesh (many-models): its workload at --rate is the "
+        "trace, its config the live mesh and its cluster the simulated one; --classes, "
+        "--replicas, seats, token budget and --profile are the scenario's, no calibration "
+        "(slomesh/bench/agree/scenario.py); the report adds each stack's swaps",
     )
     p.add_argument("--requests", type=int, default=300, help="requests in the trace")
     p.add_argument("--rate", type=float, default=20.0, help="Poisson arrivals per s")
@@ -136,10 +151,15 @@ def run(args: argparse.Namespace) -> int:
     if args.max_num_seqs < 1 or args.max_num_batched_tokens < 1 or args.replicas < 1:
         raise UsageError("--replicas, --max-num-seqs and --max-num-batched-tokens must be >= 1")
     stacks = {p: STACKS.create(p) for p in args.stacks}
-    spec = AgreeWorkloadSpec(
-        classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
-    )
-    trace = generate_agree_workload(spec, args.seed)
+    scen = _scenario(args)
+    if scen is not None:
+        spec = scenario_workload(scen.spec, args.requests, args.rate)
+        trace = scenario_trace(scen.spec, args.requests, args.rate, args.seed)
+    else:
+        spec = AgreeWorkloadSpec(
+            classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
+        )
+        trace = generate_agree_workload(spec, args.seed)
     args.calibrate_rates = _rates(args.calibrate_rate)
     calibration: dict[float, list[AgreeRequest]] = {}
     if args.calibrate_requests > 0:
@@ -149,7 +169,11 @@ def run(args: argparse.Namespace) -> int:
             )
             calibration[rate] = generate_agree_workload(cal_spec, args.seed + 1 + k)
     profile = load_profiles(args.profile)[0]
-    replicas = replicas_of(with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas))
+    replicas = replicas_of(
+        mesh.load_config(scen.config)
+        if scen is not None
+        else with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
+    )
     out = args.out or Path("runs/bench-agree")
     out.mkdir(parents=True, exist_ok=True)
     engine = EngineConfig(
@@ -157,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
     )
     sim: dict[str, list[RequestRecord]] = {}
     sim_scored: dict[str, list[ScoredWait]] = {}
+    sim_swaps: dict[str, int] = {}
 
     def simulated(p: str, prof: HardwareProfile) -> None:
         stack = stacks[p]
@@ -166,8 +191,11 @@ def run(args: argparse.Namespace) -> int:
             admission, ingress = sim_admission(live_config(args, spec, p))
         except StackRefused:  # not live (--sim-only): the mesh's settings without the stack
             admission, ingress = sim_admission(live_config(args, spec, None))
-        requests = [r.to_request(prof.model) for r in trace]
-        run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress)
+        if scen is not None:
+            run_, sim_swaps[p] = simulate_scenario(scen.spec, stack, trace, admission, ingress)
+        else:
+            requests = [r.to_request(prof.model) for r in trace]
+            run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress)
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
 
     def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
@@ -185,6 +213,8 @@ def run(args: argparse.Namespace) -> int:
         report["profile"] = prof.source
         if res is not None:
             report["profiles"] = {s: p.source for s, p in res.profiles.items()}
+        if scen is not None:
+            report["swaps"] = _swaps(args, trace, sim_swaps, res)
         (out / "agree.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {out / 'agree.json'}")
         if args.page is not None:
@@ -212,6 +242,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scenario(args: argparse.Namespace) -> LiveScenario | None:
+    try:
+        return apply_scenario(args)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _swaps(
+    args: argparse.Namespace,
+    trace: list[AgreeRequest],
+    sim_swaps: dict[str, int],
+    res: LiveResults | None,
+) -> dict[str, Any]:
+    live = res if res is not None else LiveResults()
+    return swaps_table(args.profile, trace, sim_swaps, live.swaps, live.records)
+
+
 def _rates(text: str) -> list[float]:
     try:
         rates = sorted({float(x) for x in text.split(",") if x.strip()})
@@ -230,6 +277,13 @@ def _command(args: argparse.Namespace) -> str:
         f"--requests {args.requests}",
         f"--rate {args.rate:g}",
         f"--seed {args.seed}",
+    ]
+    if args.scenario is not None:
+        parts += [f"--scenario {args.scenario}"]
+        parts += ["--sim-only"] * args.sim_only
+        parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
+        return " ".join([*parts, f"--page {args.page}"])
+    parts += [
         f"--classes {args.classes}",
         f"--replicas {args.replicas}",
         f"--max-num-seqs {args.max_num_seqs}",

@@ -68,15 +68,19 @@ def _classes_config(spec: AgreeWorkloadSpec) -> dict[str, Any]:
 def live_config(
     args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str | None
 ) -> dict[str, Any]:
-    """deploy/ray/local.yaml as `bench-agree` runs `policy` (None: the config's own): replica
+    """deploy/ray/local.yaml (or the --scenario's shipped config, `args.scenario_config`, with
+    its own replicas and seats) as `bench-agree` runs `policy` (None: the config's own): replica
     seats and the scheduler's view of them from --max-num-seqs, the measured profile published,
     the stack applied, the workload's SLO classes at the ingress. The ingress's own admission
     (delivered-latency guard, reject hold-off) runs as `slomesh up` runs it, and the simulator
     runs it too (`sim_admission`). The mesh's limits that the simulator does not run are lifted
     above the trace: the proxy queue, the ingress's concurrency and admission wait; so are the
     scheduler's in-flight cap and global-queue wait, which the simulator runs as set here."""
-    config = with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
-    config = _with_seats(config, args.max_num_seqs)
+    if getattr(args, "scenario_config", None) is not None:  # a scenario's mesh, as shipped
+        config = mesh.load_config(args.scenario_config)
+    else:
+        config = with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
+        config = _with_seats(config, args.max_num_seqs)
     config = mesh.with_profiles(config, [args.profile])
     if policy is not None:
         config = apply_stack(config, load_stack(policy))
@@ -202,6 +206,8 @@ class LiveResults:
     env: dict[str, Any] = field(default_factory=dict)
     profiles: dict[str, HardwareProfile] = field(default_factory=dict)
     """stack -> the profile calibrated on its live mesh (none when calibration is off)."""
+    swaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """stack -> replica -> its SwapLog at the end of the run (or {"error": ...})."""
 
 
 def run_live(
@@ -251,6 +257,7 @@ def run_live(
                 wall = time.monotonic() - t
                 time.sleep(1.0)  # the last Reports reach the scheduler's log
                 load1 = os.getloadavg()
+                res.swaps[policy] = _swap_logs(config)
             finally:
                 mesh.stop(config)
                 ray_stop()
@@ -286,6 +293,22 @@ def _send(
 
     with priority(nice):
         return asyncio.run(replay(base, model, reqs, prompt))
+
+
+def _swap_logs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each replica's measured swaps (ReplicaDeployment.SwapLog) on the running mesh."""
+    from ray import serve
+
+    out: dict[str, dict[str, Any]] = {}
+    for app in config["applications"]:
+        name = app["name"]
+        if not name.startswith("replica-"):
+            continue
+        try:
+            out[name] = dict(serve.get_app_handle(name).SwapLog.remote().result(timeout_s=30))
+        except Exception as err:  # a report of the run: a failed call is written down, not raised
+            out[name] = {"error": f"{type(err).__name__}: {err}"}
+    return out
 
 
 def _read_log(path: Path) -> list[ScoredWait]:

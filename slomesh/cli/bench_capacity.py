@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from shared.report.capacity import CapacityRow, format_capacity_table, write_capacity
 from slomesh.bench.capacity import CapacitySettings
 from slomesh.bench.capacity_page import update_page
-from slomesh.bench.capacity_run import probe_requests, run_capacity
+from slomesh.bench.capacity_run import probe_min_duration_s, probe_requests, run_capacity
 from slomesh.bench.scenarios import ScenarioSpec
 from slomesh.cli.errors import UsageError, describe
 from slomesh.stacks import load_stack
@@ -68,6 +68,10 @@ def settings_from_args(args: argparse.Namespace) -> CapacitySettings:
         raise UsageError(f"--capacity settings: {describe(e)}") from e
 
 
+def _at_least(duration_s: float | None) -> str:
+    return "" if duration_s is None else f" (or more: at least {duration_s:g} s of arrivals)"
+
+
 def run_capacity_cli(
     args: argparse.Namespace, sc: ScenarioSpec, policies: list[str], out_dir: Path
 ) -> int:
@@ -91,7 +95,9 @@ def run_capacity_cli(
         for p in found
     ]
     n = probe_requests(sc, settings)
+    duration_s = probe_min_duration_s(sc)
     extra = {
+        "probe_min_duration_s": duration_s,
         "target": settings.target,
         "rel_tol": settings.rel_tol,
         "start_rate_rps": start,
@@ -102,12 +108,21 @@ def run_capacity_cli(
     if args.page is not None:
         command = shlex.join(["slomesh", *sys.argv[1:]])
         update_page(
-            args.page, sc.name, sc.description, command, settings.seeds, n, settings.target, rows
+            args.page,
+            sc.name,
+            sc.description,
+            command,
+            settings.seeds,
+            n,
+            settings.target,
+            rows,
+            duration_s,
         )
     print(f"# {sc.name}: {sc.description}")
     print(
         f"# capacity at >= {100 * settings.target:g}% SLO attainment, start {start:g} req/s, "
-        f"{n} requests per probe, seeds {','.join(map(str, settings.seeds))}, {wall:.0f} s"
+        f"{n} requests per probe{_at_least(duration_s)}, "
+        f"seeds {','.join(map(str, settings.seeds))}, {wall:.0f} s"
     )
     print(format_capacity_table(rows, settings.target))
     print(f"wrote {out_dir}/")

@@ -33,6 +33,7 @@ async def _one(
     if delay > 0:
         await asyncio.sleep(delay)
     sent = time.monotonic() - t0
+    model = req.model or model
     body = {
         "model": model,
         "prompt": prompt,
@@ -83,7 +84,8 @@ async def replay(
     prompt_of: Callable[[AgreeRequest], str],
     start_delay_s: float = 1.0,
 ) -> list[RequestRecord]:
-    """Send every request at its arrival offset; one record per request, in trace order."""
+    """Send every request at its arrival offset, naming its own model where it has one, else
+    `model`; one record per request, in trace order."""
     prompts = [prompt_of(r) for r in requests]  # built before the clock starts
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     timeout = httpx.Timeout(3600.0, connect=30.0)

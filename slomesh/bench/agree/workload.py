@@ -79,12 +79,15 @@ class AgreeRequest:
     ttft_s: float
     prompt_seed: int
     """Seed of this request's prompt text (distinct prompts: no accidental prefix sharing)."""
+    model: str | None = None
+    """The model the request names (a scenario's trace); None: the mesh's served model."""
 
     def to_request(self, model: str, arrival_s: float | None = None) -> Request:
-        """The domain request (max_tokens = true output length = the forced length)."""
+        """The domain request (max_tokens = true output length = the forced length); `model`
+        where the request names none."""
         return Request(
             request_id=self.request_id,
-            model=model,
+            model=self.model or model,
             input_tokens=self.prompt_tokens,
             max_tokens=self.output_tokens,
             arrival_s=self.arrival_s if arrival_s is None else arrival_s,

@@ -18,8 +18,10 @@ swap takes tens of seconds (an engine restart) and the tiny model serves tens of
 second, so with 1 h a whole run arrives long before its first batch-2 request is due, one swap
 after the last arrival serves all of them, and a capacity search finds no rate it cannot absorb.
 With `BATCH_2_TTFT_S` (5 min: ten swaps, five times batch-1's) arrivals outlast the deadline in
-runs of a few minutes (a live run, or `PROBE_REQUESTS` per capacity probe at a few requests per
-second): the third model has to be served between swaps while the other two keep arriving.
+runs of a few minutes: the third model has to be served between swaps while the other two keep
+arriving. Capacity probes last at least `PROBE_DEADLINES` batch-2 deadlines at every rate
+(ScenarioSpec.capacity_probe_deadlines), so that a probe at a high rate cannot arrive entirely
+within one deadline and measure only the burst a stack absorbs.
 
 A swap is longer than the interactive SLO and half the batch-1 one, so one swap in the way of
 an interactive request misses it, and a batch-1 request queued behind two swaps misses too.
@@ -50,8 +52,8 @@ LENGTHS = LengthSpec(
 )
 BATCH_2_TTFT_S = 300.0
 """batch-2's TTFT deadline here, seconds (QLM's 1 h scaled to this machine's swaps)."""
-PROBE_REQUESTS = 3000
-"""Requests per capacity probe: below 10 r/s a probe's arrivals outlast BATCH_2_TTFT_S."""
+PROBE_DEADLINES = 2.0
+"""A capacity probe's arrivals last at least this many times BATCH_2_TTFT_S, at every rate."""
 STACKS = ["slomesh", "qlm", "serve-multiplex", "vllm-fcfs-static", "vllm-fcfs"]
 ENGINE = EngineConfig(max_num_seqs=16, max_num_batched_tokens=2048)
 """The live replicas' vLLM limits (deploy/ray/local-many-models.yaml)."""
@@ -90,5 +92,5 @@ def many_models() -> ScenarioSpec:
         cluster=many_models_cluster(),
         default_stacks=STACKS,
         sweep_rates_rps=[0.5, 1, 2, 4, 8],
-        capacity_probe_requests=PROBE_REQUESTS,
+        capacity_probe_deadlines=PROBE_DEADLINES,
     )

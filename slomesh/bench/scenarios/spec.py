@@ -31,6 +31,11 @@ class ScenarioSpec(BaseModel):
     """Requests per `--capacity` probe when --requests is not given (None: min(workload
     requests, 1,000)); scenarios whose behaviour needs longer runs (conversations reaching
     their later turns) set more."""
+    capacity_probe_deadlines: float | None = Field(None, gt=0)
+    """Each `--capacity` probe's arrivals last at least this many times the scenario's longest
+    TTFT deadline, at every rate (more requests than the count where the rate is high), so a
+    queue that grows is seen growing past every deadline; None: the count alone. For scenarios
+    whose longest deadline is long next to a probe's arrivals at the rates searched."""
 
     @property
     def default_rate_rps(self) -> float:

@@ -119,3 +119,47 @@ def test_probe_requests_follow_setting_then_scenario(scenario, setting, expected
 
     sc = SCENARIOS.create(scenario)
     assert probe_requests(sc, CapacitySettings(probe_requests=setting)) == expected
+
+
+@pytest.mark.parametrize(
+    ("rate", "setting", "expected"),
+    [
+        (0.5, None, 1000),  # the count: 1,000 requests last 2,000 s at 0.5 r/s
+        (4.0, None, 2400),  # 4 r/s for 2 x batch-2's 300 s deadline
+        (20.0, None, 12000),
+        (4.0, 3000, 3000),  # --requests sets the count; the duration is a floor over it
+        (20.0, 3000, 12000),
+    ],
+)
+def test_many_models_probes_last_twice_the_longest_deadline(rate, setting, expected) -> None:
+    from slomesh.bench.capacity_run import probe_min_duration_s, probe_requests_at
+
+    sc = SCENARIOS.create("many-models")
+    assert probe_min_duration_s(sc) == 600.0
+    assert probe_requests_at(sc, CapacitySettings(probe_requests=setting), rate) == expected
+
+
+def test_scenarios_without_a_duration_rule_probe_by_count_at_every_rate() -> None:
+    from slomesh.bench.capacity_run import probe_min_duration_s, probe_requests_at
+
+    sc = SCENARIOS.create("smoke")
+    assert probe_min_duration_s(sc) is None
+    assert probe_requests_at(sc, CapacitySettings(), 1000.0) == 500
+
+
+def test_a_probe_at_a_high_rate_simulates_the_longer_run(monkeypatch) -> None:
+    import slomesh.bench.capacity_run as run
+
+    seen: list[int] = []
+    real = run.generate
+
+    def spy(workload, seed):
+        seen.append(workload.requests)
+        return real(workload.model_copy(update={"requests": 30}), seed)
+
+    monkeypatch.setattr(run, "generate", spy)
+    sc = SCENARIOS.create("many-models")
+    probe = run.make_probe(sc, "vllm-fcfs-static", 0, CapacitySettings(probe_requests=10))
+    probe(0.01)
+    probe(5.0)
+    assert seen == [10, 3000]

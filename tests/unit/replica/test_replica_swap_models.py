@@ -61,6 +61,31 @@ def test_replica_serves_each_listed_model_swapping_between_them():
     ]
 
 
+def test_the_swap_log_reports_every_measured_swap():
+    async def main():
+        replica = ReplicaDeployment.func_or_class(dict(ARGS))
+        empty = await replica.SwapLog()
+        await collect(replica, "mistral-7b", "r1")
+        return empty, await replica.SwapLog(), replica._host
+
+    empty, log, host = asyncio.run(main())
+    assert empty == {"swaps": [], "failed_requests": 0}
+    assert log["failed_requests"] == 0
+    [swap] = log["swaps"]
+    assert (swap["from_model"], swap["to_model"], swap["ok"]) == (
+        "llama-3.1-8b",
+        "mistral-7b",
+        True,
+    )
+    assert swap["seconds"] == host.swaps[0].seconds
+
+
+def test_a_replica_of_one_model_logs_no_swaps():
+    args = {k: v for k, v in ARGS.items() if k != "swap_models"}
+    replica = ReplicaDeployment.func_or_class(args)
+    assert asyncio.run(replica.SwapLog()) == {"swaps": [], "failed_requests": 0}
+
+
 def test_replica_refuses_a_model_it_does_not_list():
     async def main():
         replica = ReplicaDeployment.func_or_class(dict(ARGS))
