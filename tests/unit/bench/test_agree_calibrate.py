@@ -139,6 +139,29 @@ def test_two_calibration_rates_give_a_decode_step_that_grows_with_the_rate() -> 
     assert "read at 12 requests/s" in at[12.0].source
 
 
+def test_a_calibration_trace_at_the_measured_rate_alone_sets_the_step() -> None:
+    """The lower rate's trace ran 1.4 times as slow (the mesh still warming up): read at the
+    rate of the other trace, the profile decodes as that trace did, not as a plane through both;
+    read at the lower rate, as the lower rate's trace did."""
+    profile = load_profiles(PROFILE)[0]
+    engine = EngineConfig(max_num_seqs=2, max_num_batched_tokens=8192)
+    records = {}
+    for k, (rate, x) in enumerate(((4.0, 1.4), (8.0, 1.0))):
+        spec = AgreeWorkloadSpec(
+            classes=parse_classes("long:1:3600:256:64-256"), requests=80, rate_rps=rate
+        )
+        trace = generate_agree_workload(spec, k)
+        live = _slower(profile, x)
+        run = simulate(
+            live, 2, engine, STACKS.create("vllm-fcfs"), [r.to_request(live.model) for r in trace]
+        )
+        records[rate] = run.records
+    at_8 = calibrated(profile, records, 2, 2, rate_rps=8.0)
+    assert _step_ratio(at_8, profile) == pytest.approx([1.0, 1.0], rel=0.1)
+    at_4 = calibrated(profile, records, 2, 2, rate_rps=4.0)
+    assert _step_ratio(at_4, profile) == pytest.approx([1.4, 1.4], rel=0.1)
+
+
 def test_live_config_keeps_the_ingress_admission_and_the_simulator_runs_it() -> None:
     """The ingress's delivered-latency guard and reject hold-off run live as `slomesh up` runs
     them, and the simulator gets the same settings (and the scheduler's lifted limits)."""
