@@ -13,7 +13,10 @@ What the proxy did that the door does itself (`DoorGate`):
   `ingress-at-capacity`) at once past `in_flight_limit` requests, before any handler runs.
 - **Disconnects.** The proxy cancelled a request whose client went away; Starlette does so for
   streams only, so the gate cancels a request whose client disconnected before its answer was
-  complete (the replica stream closes, the engine aborts the request).
+  complete (the replica stream closes, the engine aborts the request). Since the gate watches
+  for the disconnect, the app sees ASGI's HTTP spec 2.4 (uvicorn says 2.3): Starlette's
+  streaming responses then send from the request's own task, without a task group and a second
+  task per response listening for the same disconnect.
 Shutdown: when Serve stops the replica it ends the app's lifespan (`door_lifespan`), which
 stops the door: no new connections at once, requests in flight get `graceful_shutdown_s`.
 """
@@ -101,7 +104,7 @@ class DoorGate:
             await send(message)
 
         try:
-            await self.app(scope, recv, sent)
+            await self.app(_spec_2_4(scope), recv, sent)
         except asyncio.CancelledError:
             if not state["left"] or task is None:
                 raise
@@ -146,6 +149,12 @@ def open_listener(host: str, port: int, backlog: int) -> socket.socket:
             "the port: stop it or set the ingress's front_door.port"
         ) from err
     return sock
+
+
+def _spec_2_4(scope: Scope) -> Scope:
+    """`scope` as ASGI HTTP spec 2.4 (the gate cancels a request whose client left, which 2.4
+    lets a server promise instead of a disconnect listener per streamed response)."""
+    return {**scope, "asgi": {**scope.get("asgi", {}), "spec_version": "2.4"}}
 
 
 class FrontDoor:

@@ -7,9 +7,12 @@ sends: the response's start (status and headers), then its body pieces. The cons
 whatever has gathered at each wake-up (`wait`, `take`), not one piece per loop turn: a
 streamed response sends one piece per engine step and per request, and a task and a wake-up
 per piece cost more than the piece. Closing the exchange before the response is complete tells
-the application the client went away (`http.disconnect`, which vLLM's streaming responses watch)
-and cancels it, so the engine aborts the request. `call` is the same as a plain stream of
-events.
+the application the client went away (`http.disconnect` to whatever waits on `receive`, an
+OSError from `send`, as ASGI's HTTP spec 2.4 has it) and cancels it, so the engine aborts the
+request. The scope says spec 2.4: a Starlette streaming response then streams in the request's
+own task instead of a task group with a second task listening for the disconnect (a task group,
+two tasks and a cancel scope per response, on the cores the engine shares); vLLM's handlers
+still watch `receive` for the disconnect. `call` is the same as a plain stream of events.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _scope(method: str, path: str, headers: Sequence[tuple[str, str]]) -> dict[s
     raw_path, _, query = path.partition("?")
     return {
         "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
         "http_version": "1.1",
         "method": method,
         "scheme": "http",
@@ -57,6 +60,11 @@ def _scope(method: str, path: str, headers: Sequence[tuple[str, str]]) -> dict[s
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+class ClientGone(OSError):
+    """`send` after the exchange was closed (ASGI 2.4: the server's OSError of a closed
+    connection)."""
 
 
 class Exchange:
@@ -149,6 +157,8 @@ class Exchange:
         return {"type": "http.disconnect"}
 
     async def _send(self, message: dict[str, Any]) -> None:
+        if self._gone.is_set():
+            raise ClientGone("the caller closed the exchange")
         if self._complete:
             return
         kind = message["type"]

@@ -194,6 +194,56 @@ def test_gate_does_not_cancel_a_finished_answer() -> None:
     assert asyncio.run(scenario()).cancelled == 0
 
 
+def test_gate_stops_a_stream_whose_client_left_mid_answer() -> None:
+    """The app behind the gate sees ASGI spec 2.4 (Starlette's StreamingResponse then runs no
+    disconnect listener of its own): a stream whose client leaves after its first piece is
+    cancelled by the gate, not streamed on."""
+    from starlette.responses import StreamingResponse
+
+    seen: dict[str, Any] = {"pieces": 0}
+
+    async def pieces() -> Any:
+        try:
+            for _ in range(1000):
+                seen["pieces"] += 1
+                yield b"data: x\n\n"
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            seen["cancelled"] = True
+            raise
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["spec"] = scope["asgi"]["spec_version"]
+        await receive()
+        await StreamingResponse(pieces(), media_type="text/event-stream")(scope, receive, send)
+
+    async def scenario() -> list[Any]:
+        gate = DoorGate(app, limit=4, retry_after_s=1.0)
+        first_piece = asyncio.Event()
+        sent: list[Any] = []
+        calls = [0]
+
+        async def receive() -> dict[str, Any]:
+            calls[0] += 1
+            if calls[0] == 1:
+                return {"type": "http.request", "body": b"{}"}
+            await first_piece.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+            if message.get("body"):
+                first_piece.set()
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "asgi": {}}
+        await asyncio.wait_for(gate(scope, receive, send), 5)  # returns: not hung
+        return sent
+
+    sent = asyncio.run(scenario())
+    assert seen["spec"] == "2.4" and seen.get("cancelled") is True
+    assert seen["pieces"] < 1000 and not any(m.get("more_body") is False for m in sent)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

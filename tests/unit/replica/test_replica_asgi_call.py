@@ -78,3 +78,55 @@ def test_an_early_close_disconnects_and_cancels_the_app() -> None:
     got = asyncio.run(run())
     assert got[1] == b"x0"
     assert seen == {"cancelled": True, "disconnect": "http.disconnect"}
+
+
+def test_a_streaming_response_streams_without_a_disconnect_listener() -> None:
+    """The scope says ASGI spec 2.4: Starlette's StreamingResponse sends from the request's
+    own task and never calls `receive` to listen for a disconnect (spec 2.3 starts a task group
+    with a listener per response)."""
+    from starlette.responses import StreamingResponse
+
+    receives = []
+
+    async def pieces() -> Any:
+        for piece in (b"data: 1\n\n", b"data: 2\n\n"):
+            yield piece
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        async def counted() -> Any:
+            receives.append(1)
+            return await receive()
+
+        response = StreamingResponse(pieces(), media_type="text/event-stream")
+        await response(scope, counted, send)
+
+    events = asyncio.run(_collect(app))
+    assert isinstance(events[0], ResponseStart) and events[0].status == 200
+    assert events[1:] == [b"data: 1\n\n", b"data: 2\n\n"]
+    assert receives == []
+
+
+def test_send_after_the_caller_left_raises_an_oserror() -> None:
+    """ASGI 2.4: a send on a closed exchange raises (an OSError), so an application that
+    catches the cancellation learns the client is gone instead of streaming on."""
+    from services.replica.asgi_call import Exchange
+
+    seen: dict[str, Any] = {}
+
+    async def stubborn(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            try:
+                await send({"type": "http.response.body", "body": b"late", "more_body": True})
+            except OSError as err:
+                seen["error"] = type(err).__name__
+
+    async def run() -> None:
+        exchange = Exchange(stubborn, "GET", "/", [], b"")
+        await exchange.wait()
+        await exchange.close()
+
+    asyncio.run(run())
+    assert seen == {"error": "ClientGone"}
