@@ -89,5 +89,28 @@ async def build_openai_app(
     args = server_namespace(model, served_model_name, options)
     tasks = await client.get_supported_tasks()
     app: FastAPI = build_app(args, tasks, client.model_config)
+    drop_socket_middleware(app)
     await init_app_state(client, app.state, args, tasks)  # type: ignore[arg-type]
     return app
+
+
+SOCKET_MIDDLEWARE = frozenset({"CORSMiddleware", "PrometheusInstrumentatorMiddleware"})
+"""Middleware of vLLM's application that serves a socket's clients, not the in-process calls
+the replica makes: CORS answers browsers (the ingress passes no `Origin` header on), and the
+Prometheus instrumentator counts HTTP requests into a registry nothing scrapes here (the
+application has no socket and the ingress forwards no `/metrics`). Each wraps every request and
+every streamed piece; the ingress keeps the mesh's own HTTP metrics."""
+
+
+def drop_socket_middleware(app: Any) -> list[str]:
+    """Take SOCKET_MIDDLEWARE out of `app`'s middleware (before it serves: vLLM's build may
+    have built the stack already, which is built again without them); the names taken out."""
+    names = [getattr(entry.cls, "__name__", "") for entry in app.user_middleware]
+    app.user_middleware[:] = [
+        entry
+        for entry, name in zip(app.user_middleware, names, strict=True)
+        if name not in SOCKET_MIDDLEWARE
+    ]
+    if getattr(app, "middleware_stack", None) is not None:
+        app.middleware_stack = app.build_middleware_stack()
+    return [name for name in names if name in SOCKET_MIDDLEWARE]

@@ -85,3 +85,42 @@ def test_unknown_model_is_vllms_404(replica: SimReplica) -> None:
     assert status == 404 and out["error"]["type"] == "NotFoundError"
     assert "nope" in out["error"]["message"]
     assert (last.finished, last.finish_reason, last.output_tokens) == (True, "error", 0)
+
+
+def test_the_in_process_app_runs_without_socket_middleware(replica: SimReplica) -> None:
+    """vLLM's application on the replica keeps its own middleware but not what serves a
+    socket's clients (CORS, the Prometheus HTTP instrumentator): nothing reaches it over a
+    socket."""
+    from services.replica.vllm.openai_app import SOCKET_MIDDLEWARE
+
+    names = {getattr(m.cls, "__name__", "") for m in replica.serving.app.user_middleware}
+    assert names and not names & SOCKET_MIDDLEWARE, names
+
+
+def test_dropping_socket_middleware_keeps_the_rest_even_from_a_built_stack() -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.middleware.gzip import GZipMiddleware
+
+    from services.replica.vllm.openai_app import drop_socket_middleware
+
+    app = FastAPI()
+    app.add_middleware(CORSMiddleware, allow_origins=["*"])
+    app.add_middleware(GZipMiddleware)
+
+    @app.get("/x")
+    def x() -> dict[str, int]:
+        return {"x": 1}
+
+    app.middleware_stack = app.build_middleware_stack()  # as vLLM's build leaves it
+    assert (
+        TestClient(app)
+        .get("/x", headers={"origin": "http://a"})
+        .headers["access-control-allow-origin"]
+        == "*"
+    )
+    assert drop_socket_middleware(app) == ["CORSMiddleware"]
+    assert [m.cls for m in app.user_middleware] == [GZipMiddleware]
+    response = TestClient(app).get("/x", headers={"origin": "http://a"})
+    assert response.json() == {"x": 1} and "access-control-allow-origin" not in response.headers
