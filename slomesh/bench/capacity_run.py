@@ -23,10 +23,11 @@ What makes a 3-seed, 3-policy search take minutes rather than hours:
 What a probe costs: its simulated time (requests / rate), so probes far below capacity are the
 dear ones, times the policy's work per simulated second. A stack with QLM's global scheduler
 (`qlm`, the flagship) re-plans with its ILP up to once per simulated second while a violation is
-predicted (replan_min_interval_s), tens of ms of CPU per solve, a third to a half of it in
-cvxpy's compilation: on qlm-wb (1,000 requests at 0.5 r/s, about 2,000 simulated seconds) the
-solver takes over half of the probe. Start such a stack's search near its capacity (--rate)
-rather than at the scenario's default rate far below it.
+predicted (replan_min_interval_s), about 0.1 s of CPU per solve, nearly all of it inside HiGHS
+at the root node (cut rounds, then the sub-MIP that finds the first improving plan; building
+the model is under a tenth): one flagship probe on qlm-wc at 3 r/s (1,000 requests, about 330
+simulated seconds) makes 338 solves, 90% of its CPU. Start such a stack's search near its
+capacity (--rate) rather than at the scenario's default rate far below it.
 
 Every probe at one seed regenerates the workload at the probed rate from that seed. In the
 simulator `qlm`'s global solver runs under work limits, not a wall-clock limit

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import cvxpy as cp
+import highspy
 import pytest
 from pydantic import ValidationError
 from qlm_problems import problem
@@ -87,9 +87,9 @@ def test_qlm_global_window_yields_a_valid_plan_with_every_group_once(n, window):
 
 def test_qlm_global_falls_back_and_counts_when_the_solver_fails(monkeypatch):
     def broken(*args, **kwargs):
-        raise cp.error.SolverError("no solver")
+        raise RuntimeError("HiGHS failed")
 
-    monkeypatch.setattr(cp.Problem, "get_problem_data", broken)
+    monkeypatch.setattr(highspy.Highs, "run", broken)
     groups, queues = problem(6)
     ticks = iter(range(1000))
     sched = GlobalScheduler(EXACT, timer=lambda: float(next(ticks)))

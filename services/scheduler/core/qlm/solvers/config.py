@@ -29,7 +29,7 @@ class GlobalSchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
     solver: Literal["ilp", "heuristic"] = "ilp"
-    """"ilp": the ILP of QLM Eqs. 6-13 (cvxpy + HiGHS) over the most urgent groups, warm-started
+    """"ilp": the ILP of QLM Eqs. 6-13 (HiGHS) over the most urgent groups, warm-started
     and backed by the heuristic; "heuristic": EDF within model batches on the least-loaded queue
     only."""
     budget: Literal["wall_clock", "work"] = "wall_clock"
@@ -45,6 +45,5 @@ class GlobalSchedulerConfig(BaseModel):
     """Relative MIP gap (fraction, 0.02 = 2%) at which HiGHS stops and reports "optimal"."""
     max_ilp_groups: int = Field(8, ge=1)
     """ILP window (groups): the most urgent groups by deadline go to the ILP; the rest are appended
-    to each queue by the heuristic after the ILP's order. 8 keeps a solve (cvxpy compilation
-    included) near 50 ms on 8 queues; at 64 compilation alone exceeds 100 ms (`slomesh
-    bench-solver`)."""
+    to each queue by the heuristic after the ILP's order. 8 keeps a solve (model building
+    included) near 50 ms on 8 queues; at 64 a solve took about 100 ms (`slomesh bench-solver`)."""

@@ -1,11 +1,9 @@
-"""The global scheduler's ILP solver (QLM Eqs. 6-13, model in `ilp_model`), via cvxpy + HiGHS.
+"""The global scheduler's ILP solver (QLM Eqs. 6-13, model in `ilp_model`), solved by HiGHS.
 
-Warm start: cvxpy's HiGHS interface does not hand Variable.value to HiGHS as a MIP start (it only
-re-uses the solution of an earlier solve of the *same* cvxpy Problem, from its solver cache), and
-HiGHS reads a start file only from its command line. So the warm start is used as the incumbent
-instead: its objective goes to HiGHS as `objective_bound` (nodes that cannot beat it are pruned),
-and it is what we return, status "fallback", when the solver fails, runs out of time, or ends with
-a plan that is no better.
+Warm start: the warm start is used as the incumbent, not handed to HiGHS as a MIP start: its
+objective goes to HiGHS as `objective_bound` (nodes that cannot beat it are pruned), and it is
+what we return, status "fallback", when the solver fails, runs out of time, or ends with a plan
+that is no better. (A MIP start would change which plans the work limits stop on.)
 
 Budget: wall-clock (live; `time_limit_s`), or, with `work_limits`, deterministic limits in solver
 work (simulated runs: HiGHS stopped by time ends on a plan that depends on machine load).
@@ -14,11 +12,10 @@ work (simulated runs: HiGHS stopped by time ends on a plan that depends on machi
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import cvxpy as cp
+import highspy
 
 from services.scheduler.core.qlm.solvers.config import WorkLimits
 from services.scheduler.core.qlm.solvers.heuristic import heuristic_plan
@@ -62,8 +59,8 @@ def ilp_plan(
     highs_options: Mapping[str, Any] | None = None,
     work_limits: WorkLimits | None = None,
 ) -> Plan:
-    """The best plan HiGHS finds within `time_limit_s` (all of this call: model building,
-    cvxpy compilation and the solve), never worse than `warm_start` (default: the heuristic).
+    """The best plan HiGHS finds within `time_limit_s` (all of this call: model building and the
+    solve), never worse than `warm_start` (default: the heuristic).
 
     Status "optimal" when HiGHS proved optimality within `mip_rel_gap`, "feasible" for an
     incumbent it stopped on at the time limit, "fallback" (the warm start) when it failed, timed
@@ -90,36 +87,63 @@ def ilp_plan(
 
     if not groups:
         return done(scored_plan({}, groups, queues, "optimal"))
-    status: str | None = None
+    status: highspy.HighsModelStatus | None = None
     order = None
     try:
         model = build_model(groups, queues, max_positions)
-        data, chain, inverse = model.problem.get_problem_data(cp.HIGHS)
         remaining = time_limit_s - (timer() - t0)
         if work_limits is not None or remaining > 0:
             opts: dict[str, Any] = {
                 **_budget_options(remaining, work_limits),
                 "mip_rel_gap": mip_rel_gap,
                 "objective_bound": warm_obj * (1 + 1e-6) + 1e-6,
-                "presolve": "off" if model.x.size < _PRESOLVE_OFF_BELOW else "choose",
+                "presolve": "off" if len(model.x_queue) < _PRESOLVE_OFF_BELOW else "choose",
                 "threads": _THREADS,
                 **(highs_options or {}),
             }
-            raw = chain.solve_via_data(model.problem, data, solver_opts=opts)
-            with warnings.catch_warnings():  # "may be inaccurate" on a time-limited incumbent
-                warnings.simplefilter("ignore", UserWarning)
-                model.problem.unpack_results(raw, chain, inverse)
-            status = model.problem.status
-            if status in cp.settings.SOLUTION_PRESENT:
-                order = decode(model, groups, queues)
+            status, col_value = _run_highs(model.model, opts)
+            if col_value is not None:
+                order = decode(model, col_value, groups, queues)
     except Exception:  # a solver failure must never take the scheduler down
         order = None
     if order is None:
         return done(warm, "fallback")
-    plan = scored_plan(order, groups, queues, "optimal" if status == cp.OPTIMAL else "feasible")
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    plan = scored_plan(order, groups, queues, "optimal" if optimal else "feasible")
     if plan.objective > warm_obj * (1 + _REL_TOL) + _REL_TOL:
         return done(warm, "fallback")
     return done(plan)
+
+
+_STOPPED = {
+    highspy.HighsModelStatus.kOptimal,
+    highspy.HighsModelStatus.kObjectiveBound,
+    highspy.HighsModelStatus.kObjectiveTarget,
+    highspy.HighsModelStatus.kTimeLimit,
+    highspy.HighsModelStatus.kIterationLimit,
+    highspy.HighsModelStatus.kSolutionLimit,
+}
+"""Statuses of a run that ended normally (proved optimal, or stopped by a limit or the bound);
+its solution is read when HiGHS holds a valid one."""
+
+
+def _run_highs(
+    model: highspy.HighsModel, options: Mapping[str, Any]
+) -> tuple[highspy.HighsModelStatus, list[float] | None]:
+    """One HiGHS run, silent: its status and, if it holds a solution, every column's value.
+    ValueError when HiGHS refuses an option."""
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    for name, value in options.items():
+        if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
+            raise ValueError(f"HiGHS refused option {name}={value!r}")
+    h.passModel(model)
+    h.run()
+    status = h.getModelStatus()
+    sol = h.getSolution()
+    if status not in _STOPPED or not sol.value_valid:
+        return status, None
+    return status, list(sol.col_value)
 
 
 def _budget_options(remaining_s: float, work_limits: WorkLimits | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The global scheduler's ILP (QLM Eqs. 6-13) as sparse matrices for cvxpy.
+"""The global scheduler's ILP (QLM Eqs. 6-13) as a HiGHS model, built from sparse matrices.
 
 Variables (an x only for eligible pairs): binary x[q,e,j] puts eligible group e of queue q at
 position j < P_q (P_q <= groups eligible for q); u[q,m,j] in [0, 1] is 1 when position j switches
@@ -13,6 +13,10 @@ equal to `evaluate` at every optimum (u, a and v sit on their lower bounds). Eq.
 exactly once, each position at most once, positions filled contiguously from the head.
 Two valid cuts tighten the LP relaxation: a_i >= Σ lo·x and v_i >= Σ max(0, lo - d_i)·x, where lo
 is the earliest start group i could have at (q, j).
+
+HiGHS gets the continuous columns first, then the binaries, equality rows before inequality
+rows, no stored zeros: the layout cvxpy handed it when the model went through cvxpy, so HiGHS
+takes the same path and returns the same plans (HiGHS is sensitive to column order).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import cvxpy as cp
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -60,10 +64,11 @@ class _Rows:
 
 @dataclass(frozen=True)
 class IlpModel:
-    """The cvxpy problem and, per binary, the (queue index, group index, position) it decides."""
+    """The HiGHS model and, per binary, the (queue index, group index, position) it decides."""
 
-    problem: cp.Problem
-    x: cp.Variable
+    model: highspy.HighsModel
+    x_start: int
+    """The first binary's column (the binaries are the last columns)."""
     x_queue: Array
     x_group: Array
     x_pos: Array
@@ -169,37 +174,50 @@ def _problem(
     groups: Sequence[GroupJob],
     xs: tuple[list[Array], list[Array], list[Array]],
 ) -> IlpModel:
-    """Two matrix constraints and a linear objective: the whole problem in four cvxpy terms."""
+    """One HiGHS model: columns [w, u, a, v | x], rows [equalities | inequalities]."""
     n = len(groups)
     ncol = a_off + 2 * n
     a_eq, b_eq = eq.matrix(ncol)
     a_in, b_in = ineq.matrix(ncol)
-    lb = np.full(ncol - nx, -np.inf)
-    ub = np.full(ncol - nx, np.inf)
+    perm = np.concatenate([np.arange(nx, ncol), np.arange(nx)])  # continuous first
+    a = sp.vstack([a_eq, a_in]).tocsc()[:, perm]
+    a.eliminate_zeros()
+    a.sort_indices()
+    ny = ncol - nx
+    lb = np.concatenate([np.full(ny, -highspy.kHighsInf), np.zeros(nx)])
+    ub = np.concatenate([np.full(ny, highspy.kHighsInf), np.ones(nx)])
     lb[u_start - nx : a_off - nx] = 0.0  # u in [0, 1]
     ub[u_start - nx : a_off - nx] = 1.0
-    lb[a_off + n - nx :] = 0.0  # v >= 0
+    lb[a_off + n - nx : ny] = 0.0  # v >= 0
     size = np.array([float(g.size) for g in groups])
-    obj = np.concatenate([np.zeros(a_off - nx), TIE_BREAK * size, size])
-    x = cp.Variable(nx, boolean=True)
-    y = cp.Variable(ncol - nx, bounds=[lb, ub])
-    cons = [
-        a_eq[:, :nx] @ x + a_eq[:, nx:] @ y == b_eq,
-        a_in[:, :nx] @ x + a_in[:, nx:] @ y <= b_in,
-    ]
-    prob = cp.Problem(cp.Minimize(obj @ y), cons)
-    xq, xg, xj = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in xs)
-    return IlpModel(prob, x, xq, xg, xj)
+    model = highspy.HighsModel()
+    lp = model.lp_
+    lp.num_col_, lp.num_row_ = ncol, a.shape[0]
+    lp.col_cost_ = np.concatenate([np.zeros(a_off - nx), TIE_BREAK * size, size, np.zeros(nx)])
+    lp.col_lower_, lp.col_upper_ = lb, ub
+    lp.row_lower_ = np.concatenate([b_eq, np.full(len(b_in), -highspy.kHighsInf)])
+    lp.row_upper_ = np.concatenate([b_eq, b_in])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data
+    lp.integrality_ = [highspy.HighsVarType.kContinuous] * ny + [highspy.HighsVarType.kInteger] * nx
+    xq, xg, xj = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in xs)
+    return IlpModel(model, ny, xq, xg, xj)
 
 
 def decode(
-    model: IlpModel, groups: Sequence[GroupJob], queues: Sequence[QueueSlot]
+    model: IlpModel,
+    col_value: Sequence[float],
+    groups: Sequence[GroupJob],
+    queues: Sequence[QueueSlot],
 ) -> dict[str, list[str]] | None:
-    """The order the binaries describe, or None when they do not place every group once."""
-    val = model.x.value
-    if val is None or not np.all(np.isfinite(val)):
+    """The order the binaries of a solution (`col_value`, every column) describe, or None when
+    they do not place every group once."""
+    val = np.asarray(col_value, dtype=float)[model.x_start :]
+    if len(val) != len(model.x_queue) or not np.all(np.isfinite(val)):
         return None
-    on = np.asarray(val) > 0.5
+    on = val > 0.5
     q, g, j = model.x_queue[on], model.x_group[on], model.x_pos[on]
     if len(g) != len(groups) or len(np.unique(g)) != len(groups):
         return None
