@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overall-only",
         action="store_true",
-        help="search only the overall capacity, not the every-class one (half the probes)",
+        help="search only the overall capacity, not the every-class one (fewer probes)",
     )
 
 
