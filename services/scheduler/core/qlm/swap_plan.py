@@ -59,6 +59,10 @@ class SwapPlanConfig(BaseModel):
     keep_sole_models: bool = False
     """Place a group (while another instance can take it) and steal one only where its swap
     leaves no model served by no instance for longer than that model's tightest TTFT SLO."""
+    learn_requests: int = Field(0, ge=0)
+    """A model's tightest TTFT SLO is the tightest of every model's until this many of its
+    own requests have arrived (a model seen only in a loose class so far may have tight
+    requests still to come); 0: its own from the first request."""
     margin_s: float = Field(5.0, ge=0)
     """Slack kept beyond the lead time (seconds): the swap is decided this much before the group
     would otherwise start too late."""
@@ -82,6 +86,8 @@ class SwapPlan:
         self._planned: dict[str, str] = {}
         self._tightest_s: dict[str, float] = {}
         """The tightest TTFT SLO of the requests seen, per model (seconds)."""
+        self._seen: dict[str, int] = {}
+        """Requests seen per model."""
         self.swaps = 0
         """ModelSwap decisions made."""
 
@@ -97,6 +103,14 @@ class SwapPlan:
         """An arrival: its model's tightest TTFT SLO so far."""
         seen = self._tightest_s.get(request.model, math.inf)
         self._tightest_s[request.model] = min(seen, request.slo.ttft_deadline_s)
+        self._seen[request.model] = self._seen.get(request.model, 0) + 1
+
+    def tightest_s(self, model: str, default: float) -> float:
+        """The tightest TTFT SLO that counts for `model` (learn_requests), `default` if unseen."""
+        own = self._tightest_s.get(model, default)
+        if self._seen.get(model, 0) >= self.cfg.learn_requests:
+            return own
+        return min(own, *self._tightest_s.values()) if self._tightest_s else own
 
     def _round_trip_s(
         self, inst: InstanceView, group: RequestGroup, model: str, warm: bool = False
@@ -116,7 +130,7 @@ class SwapPlan:
 
     def deferred(self, inst: InstanceView, group: RequestGroup, model: str) -> bool:
         """Whether `inst`, planned on `model`, holds back `group` (of another model) until due."""
-        tightest = self._tightest_s.get(model, 0.0)
+        tightest = self.tightest_s(model, 0.0)
         return self._round_trip_s(inst, group, model) >= self.cfg.defer_min_slo_fraction * tightest
 
     def displaces(self, inst: InstanceView, group: RequestGroup) -> bool:
@@ -127,7 +141,7 @@ class SwapPlan:
             return False
         if any(self.planned(o) == model for o in self.instances.values() if o is not inst):
             return False
-        tightest = self._tightest_s.get(model, math.inf)
+        tightest = self.tightest_s(model, math.inf)
         return self._round_trip_s(inst, group, model, warm=True) >= tightest
 
     def forget(self, instance: str) -> None:

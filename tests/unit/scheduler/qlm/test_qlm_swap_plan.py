@@ -134,3 +134,28 @@ def test_keep_sole_models_places_a_swap_where_it_displaces_no_tight_model() -> N
     assert plan.hosts(group) == ["i0", "i1"]
     off, _, _ = _two_instances(keep=False)
     assert off.hosts(group) == ["i0", "i1"]
+
+
+def test_learn_requests_treats_a_model_seen_only_in_a_loose_class_as_tight_until_it_is_known() -> (
+    None
+):
+    group = _group("C", 600.0)
+
+    def plan_after(learn: int, b_requests: int) -> tuple[SwapPlan, _Inst]:
+        i0, i1 = _Inst("i0", "A"), _Inst("i1", "B")
+        cfg = SwapPlanConfig(defer=True, keep_sole_models=True, learn_requests=learn)
+        plan = SwapPlan(cfg, lambda inst, group: 40.0, {"i0": i0, "i1": i1})
+        plan.observe(Request("a", "A", 64, 32, 0.0, SLO(20.0)))
+        for k in range(b_requests):  # B seen only in its 300 s class so far
+            plan.observe(Request(f"b{k}", "B", 64, 32, 0.0, SLO(300.0)))
+        return plan, i1
+
+    plan, i1 = plan_after(learn=0, b_requests=1)
+    assert plan.tightest_s("B", 0.0) == 300.0
+    assert not plan.displaces(i1, group) and plan.servable(i1, [group], 0.0) == [group]
+    plan, i1 = plan_after(learn=3, b_requests=2)  # B not known yet: A's 20 s counts for it
+    assert plan.tightest_s("B", 0.0) == 20.0
+    assert plan.displaces(i1, group) and plan.servable(i1, [group], 0.0) == []
+    plan, i1 = plan_after(learn=3, b_requests=3)  # known: its own 300 s
+    assert plan.tightest_s("B", 0.0) == 300.0 and not plan.displaces(i1, group)
+    assert plan.tightest_s("unseen", 0.0) == 0.0  # unseen: the caller's default, as before
