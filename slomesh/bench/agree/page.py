@@ -185,18 +185,7 @@ def render(data: Mapping[str, Any]) -> str:
         f"prompt tokens); {trace['replicas']} replicas with {trace['max_num_seqs']} seats and "
         f"max_num_batched_tokens {trace['max_num_batched_tokens']}.",
         "",
-        table,
-        "",
-        f"Live ranking: {' > '.join(ranking(live)) or '-'}",
-        "",
-        f"Sim ranking: {' > '.join(ranking(sim))}",
-        "",
-        f"Rankings agree (ties within {tie:g} points, stacks run live): "
-        + ("-" if agree is None else ("yes" if agree else "no")),
-        "",
-        "Per SLO class:",
-        "",
-        per_class,
+        *_rankings(table, live, sim, agree, per_class, f"ties within {tie:g} points, "),
     ]
     if missing:
         lines += ["", f"Not run live yet: {', '.join(missing)}."]
@@ -248,18 +237,7 @@ def _render_scenario(
         f"Trace: {trace['requests']} requests at {trace['rate']:g}/s, seed {trace['seed']}; "
         f"{trace['replicas']} replicas with {trace['max_num_seqs']} seats.",
         "",
-        table,
-        "",
-        f"Live ranking: {' > '.join(ranking(live)) or '-'}",
-        "",
-        f"Sim ranking: {' > '.join(ranking(sim))}",
-        "",
-        "Rankings agree (stacks run live): "
-        + ("-" if agree is None else ("yes" if agree else "no")),
-        "",
-        "Per SLO class:",
-        "",
-        per_class,
+        *_rankings(table, live, sim, agree, per_class),
         "",
         "Swaps: live, each replica's measured swaps (unload, load, warm-up; ReplicaDeployment."
         "SwapLog); the profile's swap time (`slomesh profile --swap-models`, what the planner "
@@ -287,6 +265,31 @@ def _render_scenario(
         *sorted({f"    {e['command']}" for e in stacks.values()}),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _rankings(
+    table: str,
+    live: Mapping[str, float],
+    sim: Mapping[str, float],
+    agree: bool | None,
+    per_class: str,
+    ties: str = "",
+) -> list[str]:
+    """The table, both rankings, whether they agree, and the per-class table (page lines)."""
+    verdict = "-" if agree is None else ("yes" if agree else "no")
+    return [
+        table,
+        "",
+        f"Live ranking: {' > '.join(ranking(live)) or '-'}",
+        "",
+        f"Sim ranking: {' > '.join(ranking(sim))}",
+        "",
+        f"Rankings agree ({ties}stacks run live): {verdict}",
+        "",
+        "Per SLO class:",
+        "",
+        per_class,
+    ]
 
 
 def update_page(page: Path, report: Mapping[str, Any], command: str) -> None:
