@@ -12,9 +12,11 @@ swap: running requests finish first, waiting ones wait. A swap that fails puts t
 back and fails only the requests waiting for the model that could not load (counted in
 `failed_requests`).
 
-The scheduler may also order a swap (`swap_to`, its ModelSwap decision): the order takes its
-place in the line like a request of that model, so the swap happens once what is ahead of it is
-done, and the requests of the old model that come after it wait for the swap back.
+The scheduler may also order a swap (`swap_to`, its ModelSwap decision), with the simulated
+engine's rule (services/replica/core/swap_order.py): one order at a time, a later one replaces
+it and one back to the active model cancels it; it is carried out once no request of the active
+model runs (requests of the active model that come while it waits still run first), before the
+swap the line's head asks for.
 
 Each swap is timed (unload + load + warm-up, wall clock) and kept in `swaps`, what the replica
 reports as its measured swap time.
@@ -30,6 +32,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
+from services.replica.core.swap_order import SwapOrder
 from shared.domain.engine import EngineStatus
 
 S = TypeVar("S")
@@ -73,8 +76,7 @@ class SwapRecord:
 @dataclass
 class _Waiter:
     model: str
-    ready: asyncio.Future[None] | None
-    """None: a swap order of the scheduler (swap_to), no request waits on it."""
+    ready: asyncio.Future[None]
 
 
 class ModelHost(Generic[S]):
@@ -88,6 +90,10 @@ class ModelHost(Generic[S]):
         self._running = 0
         self._line: deque[_Waiter] = deque()
         self._swap: asyncio.Task[None] | None = None
+        self._loading: str | None = None
+        """The model the running swap loads."""
+        self._order = SwapOrder()
+        """The scheduler's swap order not yet carried out (swap_to)."""
         self._start_lock = asyncio.Lock()
         self._started = False
         self.swaps: list[SwapRecord] = []
@@ -105,17 +111,19 @@ class ModelHost(Generic[S]):
 
     @property
     def target(self) -> str:
-        """The model active once the line is served (the last one in line, else the active)."""
-        return self._line[-1].model if self._line else self.active
+        """The model active once the order and the line are served (the last one in line,
+        else the ordered, the loading or the active one)."""
+        if self._line:
+            return self._line[-1].model
+        return self._order.target or self._loading or self.active
 
     def swap_to(self, model: str) -> None:
-        """The scheduler's swap (a ModelSwap decision): `model` becomes active once the requests
-        running and waiting ahead of the order are done; requests that come after it wait
-        behind it. Nothing to do when `model` is what the line ends on already."""
+        """The scheduler's swap (a ModelSwap decision, SwapOrder's rule): `model` becomes
+        active once no request of the active model runs; an order back to the active model
+        cancels one not yet carried out."""
         self._check(model)
-        if model != self.target:
-            self._line.append(_Waiter(model, None))
-            self._pump()
+        self._order.order(model, self.active)
+        self._pump()
 
     def _check(self, model: str) -> None:
         if model not in self.models:
@@ -136,7 +144,6 @@ class ModelHost(Generic[S]):
             waiter = _Waiter(model, asyncio.get_running_loop().create_future())
             self._line.append(waiter)
             self._pump()
-            assert waiter.ready is not None
             try:
                 await waiter.ready
             except BaseException:
@@ -156,17 +163,21 @@ class ModelHost(Generic[S]):
             self._pump()
 
     def _pump(self) -> None:
-        """Let the head of the line in while it wants the active model; start a swap for the
-        head's model once the active model has no request running."""
+        """Let the head of the line in while it wants the active model; once the active model
+        has no request running, start the ordered swap, else one to the head's model."""
         if self.swapping:
             return
         while self._line and self._line[0].model == self.active:
             waiter = self._line.popleft()
-            if waiter.ready is not None and not waiter.ready.done():
+            if not waiter.ready.done():
                 self._running += 1
                 waiter.ready.set_result(None)
-        if self._line and self._running == 0:
-            target = self._line[0].model
+        if self._running:
+            return
+        head = self._line[0].model if self._line else None
+        target = self._order.due(self.active, False, head) or head
+        if target is not None:
+            self._loading = target
             self._swap = asyncio.get_running_loop().create_task(self._swap_to(target))
 
     async def _swap_to(self, target: str) -> None:
@@ -179,29 +190,29 @@ class ModelHost(Generic[S]):
                 await self.loader.unload(old, serving)
             self._serving = await self.loader.load(target)
             self.active = target
+            self._order.done(target)
         except Exception as err:  # the waiting head's model did not load: put the old one back
             ok = False
             self._serving = await self.loader.load(old)
             self.active = old
+            self._order.done(target)
             for w in [w for w in self._line if w.model == target]:
                 self._line.remove(w)
-                if w.ready is None:
-                    continue  # a swap order: no request to fail
                 self.failed_requests += 1
                 if not w.ready.done():
                     w.ready.set_exception(SwapFailed(f"model '{target}' failed to load: {err}"))
         finally:
             self.swaps.append(SwapRecord(old, target, time.monotonic() - t0, ok))
             self._swap = None
+            self._loading = None
             self._pump()
 
     def status(self) -> EngineStatus:
         """The active engine's state; requests waiting for their model count as waiting, and
         while a swap runs the model being loaded is reported active."""
-        waiting = sum(w.ready is not None for w in self._line)
+        waiting = len(self._line)
         if self._serving is None:
-            head = self._line[0].model if self._line else self.active
-            return EngineStatus(head, waiting, 0, 0, 0, 0, 0, 0)
+            return EngineStatus(self._loading or self.active, waiting, 0, 0, 0, 0, 0, 0)
         st = self.loader.status(self._serving)
         return replace(st, active_model=self.active, waiting=st.waiting + waiting)
 

@@ -5,7 +5,7 @@ for KV room; (1) running sequences in key order get their next tokens (1 for dec
 prefill) within the token budget, preempting the highest-key running sequence when KV runs out;
 (2) if nothing was preempted, waiting sequences in key order are admitted while budget, seats and
 KV allow. A waiting head for another model blocks admission (head-of-line) and, once the instance
-drains, triggers a model load; a swap the scheduler decided (`state.swap_target`) loads its model
+drains, triggers a model load; a swap the scheduler decided (`state.swap_order`) loads its model
 once the active model's running and head-of-queue requests are done. LoRA adapters follow vLLM's
 max_loras rule: a batch runs at most `adapter_slots` distinct adapters, and a waiting request
 whose adapter would be one too many is skipped for this step (it keeps its place; those behind

@@ -192,7 +192,7 @@ class SimEngineCore:
         the active model placed before it are done (SchedulerState.swap_due)."""
         if model not in self.tiers.profiles:
             raise ValueError(f"instance {self.name} cannot serve model '{model}'")
-        self._state.swap_target = None if model == self.tiers.active else model
+        self._state.swap_order.order(model, self.tiers.active)
 
     def activate_model(self, model: str) -> None:
         if self._state.holds_gpu_kv():

@@ -19,6 +19,7 @@ from services.replica.core.outputs import StepPlan
 from services.replica.core.prefix_cache import PrefixCache
 from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
+from services.replica.core.swap_order import SwapOrder
 from services.replica.core.waiting_queue import WaitingQueue
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig, SliceEntry
@@ -42,9 +43,8 @@ class SchedulerState:
         self.batches: deque[tuple[list[Sequence], int]] = deque()
         """Pre-formed batches (static mode) with their decode iterations, served in order."""
         self.model: str | None = None
-        self.swap_target: str | None = None
-        """A model the scheduler decided to swap to (a ModelSwap): loaded once no request of
-        the active model runs or heads the waiting queue; None: swaps follow the queue head."""
+        self.swap_order = SwapOrder()
+        """The model the scheduler decided to swap to (a ModelSwap; swap_order.py)."""
         self.pool = self._new_pool(None)
         self.prefix_cache: PrefixCache | None = None
         """Automatic prefix caching (continuous engines with prefix_caching on)."""
@@ -69,22 +69,17 @@ class SchedulerState:
     def load_model(self, model: str) -> None:
         """A fresh KV pool sized for `model` (the engine checked that no GPU KV is held)."""
         self.model = model
-        if self.swap_target == model:
-            self.swap_target = None
+        self.swap_order.done(model)
         self.pool = self._new_pool(model)
         if self.config.prefix_caching and self.config.mode == "continuous":
             self.prefix_cache = PrefixCache(self.pool.num_blocks)
 
     def swap_due(self, head: Sequence | None) -> str | None:
-        """The model to load now: the decided swap target once the active model's running
-        requests have finished and none of its waiting ones heads the queue (those placed
-        before the swap run first); None: no swap is due."""
-        target = self.swap_target
-        if target is None or self.running or self.batches:
-            return None
-        if head is not None and head.model == self.model:
-            return None
-        return target
+        """The model to load now (SwapOrder.due): the decided swap target once the active
+        model's running requests have finished and none of its waiting ones heads the queue;
+        None: no swap is due."""
+        running = bool(self.running or self.batches)
+        return self.swap_order.due(self.model, running, head.model if head else None)
 
     def _new_pool(self, model: str | None) -> BlockPool:
         bs = self.config.block_size_tokens
@@ -98,7 +93,7 @@ class SchedulerState:
             bool(self.running)
             or len(self.waiting) > 0
             or bool(self.batches)
-            or self.swap_target is not None
+            or self.swap_order.target is not None
         )
 
     def take_swapped_out_tokens(self) -> int:

@@ -190,7 +190,7 @@ def test_status_reports_the_model_being_loaded_during_a_swap():
     assert (after.active_model, after.waiting) == ("B", 0)
 
 
-def test_a_swap_order_waits_for_running_requests_and_holds_later_ones_of_the_old_model():
+def test_a_swap_order_waits_until_no_request_of_the_active_model_runs():
     async def main():
         loader = FakeLoader()
         host = ModelHost(["A", "B"], loader)
@@ -203,20 +203,44 @@ def test_a_swap_order_waits_for_running_requests_and_holds_later_ones_of_the_old
         assert host.status().waiting == 0  # an order is no waiting request
         late = asyncio.create_task(serve(host, "A", log, release_late))
         await asyncio.sleep(0.01)
-        assert log == ["start A on A"]  # the later A request waits behind the order
+        assert log == ["start A on A", "start A on A"]  # the later A request runs first
         release_a.set()
         await a
         await asyncio.sleep(0.01)
-        swapped_to_b = [s.to_model for s in host.swaps]
+        assert host.swaps == [] and host.active == "A"  # the later one still runs
         release_late.set()
         await late
-        return loader.events, swapped_to_b, log, host
+        await asyncio.sleep(0.01)
+        return loader.events, log, host
 
-    events, swapped_to_b, log, host = run(main())
-    assert swapped_to_b[0] == "B"  # swapped with nothing of B waiting
-    assert events == ["load A", "unload A", "load B", "unload B", "load A"]
-    assert log == ["start A on A", "end A", "start A on A", "end A"]  # nothing was lost
+    events, log, host = run(main())
+    assert [s.to_model for s in host.swaps] == ["B"]  # swapped with nothing of B waiting
+    assert events == ["load A", "unload A", "load B"]  # no swap back for the later request
+    assert log == ["start A on A", "start A on A", "end A", "end A"]  # nothing was lost
     assert host.failed_requests == 0
+
+
+def test_an_order_back_to_the_active_model_cancels_one_not_carried_out():
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B", "C"], loader)
+        release = asyncio.Event()
+        a = asyncio.create_task(serve(host, "A", [], release))
+        await asyncio.sleep(0.01)
+        host.swap_to("B")
+        host.swap_to("A")  # the scheduler changed its mind before the swap began
+        assert host.target == "A"
+        host.swap_to("C")
+        host.swap_to("B")  # a later order replaces the earlier one
+        assert host.target == "B"
+        release.set()
+        await a
+        await asyncio.sleep(0.01)
+        return loader.events, host
+
+    events, host = run(main())
+    assert events == ["load A", "unload A", "load B"]
+    assert [(s.from_model, s.to_model) for s in host.swaps] == [("A", "B")]
 
 
 def test_a_swap_order_to_the_model_the_line_ends_on_is_nothing_to_do():

@@ -83,3 +83,18 @@ def test_a_swap_to_the_active_model_is_nothing_to_do() -> None:
     out.swap(inst, "tiny-llama")
     applier.apply(out.build())
     assert _run(inst, 0.0) == [] and inst.core.model_swaps == 0
+
+
+def test_an_order_back_to_the_active_model_cancels_one_not_carried_out() -> None:
+    inst = _instance()
+    applier = SimApplier(_Host())
+    applier.add_instance(inst)
+    out = Decisions(0.0)
+    out.place(_req("a1", "tiny-llama"), inst)
+    out.swap(inst, "tiny-llama-c")
+    applier.apply(out.build())
+    back = Decisions(0.0)
+    back.swap(inst, "tiny-llama")  # before a1 finished: the swap has not begun
+    applier.apply(back.build())
+    assert all(k is not StepKind.LOAD_MODEL for k, _ in _run(inst, 0.0))
+    assert inst.core.model_swaps == 0
