@@ -95,8 +95,9 @@ class LoopLag:
 class DeliveredGate:
     """Answers requests predicted to miss their SLO on what this ingress's streams measured
     (429 + Retry-After at once, drop reason `deadline-infeasible`), and feeds the guard the
-    times of the streams it lets in. The loop's current lateness (`LoopLag`) counts as time
-    the request has already spent: its admission and first chunk will wait that long here."""
+    times of the streams it lets in. The loop's current lateness (`LoopLag`) goes to the guard,
+    which counts it as time the request has already spent: its admission and first chunk will
+    wait that long here."""
 
     def __init__(self, config: DeliveredGuardConfig, observer: RequestObserver) -> None:
         self.guard = DeliveredGuard(config)
@@ -106,10 +107,15 @@ class DeliveredGate:
     def check(self, req: Request) -> None:
         """Raises the 429 APIError when `req` is predicted to miss its TTFT or TPOT objective."""
         self.lag.start()
-        waited = max(0.0, time.time() - req.arrival_s) + self.lag.recent_s()
+        waited = max(0.0, time.time() - req.arrival_s)
         slo = req.slo
         verdict = self.guard.check(
-            req.model, slo.ttft_deadline_s, slo.tpot_target_s, waited, time.monotonic()
+            req.model,
+            slo.ttft_deadline_s,
+            slo.tpot_target_s,
+            waited,
+            time.monotonic(),
+            self.lag.recent_s(),
         )
         if not verdict.admit:
             self.observer.rejected(slo.class_name, verdict.reason)

@@ -36,6 +36,7 @@ from services.ingress.core.request_view import (
     parse_slo,
     prompt_text,
 )
+from services.ingress.core.slice_budget import served_slice_tokens
 from services.ingress.core.slo import resolve_slo
 from services.ingress.core.tenancy import Tenancy, admit_tenancy
 from services.ingress.observer import NullObserver, RequestObserver
@@ -239,9 +240,11 @@ class Pipeline(ShardedAdmission, StreamRelay):
                 body=body,
             ),
         )
-        # an OpenAI call is served whole on one replica: vLLM's serving state (logprobs, stop
-        # strings, seeded samples, grammars) lives there, so slice budgets are declined
-        open_stream = slice_streams(self.client, generate, headers, 0, self._admit_call, admit_msg)
+        # an OpenAI call is served whole on one replica (core/slice_budget.py)
+        budget = served_slice_tokens(int(reply.slice_tokens))
+        open_stream = slice_streams(
+            self.client, generate, headers, budget, self._admit_call, admit_msg
+        )
 
         async def readmit() -> Any:
             return await self._admit_call(admit_msg)

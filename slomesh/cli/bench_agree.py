@@ -18,6 +18,7 @@ exits 0; it does not assert the targets.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -36,6 +37,7 @@ from slomesh.bench.agree.compare import (
     rwt_score,
     side_by_side,
 )
+from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
 from slomesh.bench.agree.page import update_page
 from slomesh.bench.agree.scenario import (
     LiveScenario,
@@ -55,6 +57,8 @@ from slomesh.bench.agree.workload import (
 from slomesh.cli.bench_agree_live import (
     LiveResults,
     live_config,
+    predictor_of,
+    prompt_builder,
     qlm_options,
     replicas_of,
     run_live,
@@ -73,11 +77,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "bench-agree", help="one seeded workload on the live mesh and the simulator; compare"
     )
-    p.add_argument(
-        "--stacks",
-        default="vllm-fcfs,edf,qlm-recompute,slomesh",
-        help="comma-separated stacks (names or stack files)",
-    )
+    stacks_help = "comma-separated stacks (names or stack files)"
+    p.add_argument("--stacks", default="vllm-fcfs,edf,qlm-recompute,slomesh", help=stacks_help)
     p.add_argument(
         "--scenario",
         help="a scenario with a shipped live mesh (many-models): its workload at --rate is the "
@@ -179,23 +180,32 @@ def run(args: argparse.Namespace) -> int:
     engine = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens
     )
+    builder = functools.cache(prompt_builder)  # built once, by the first stack needing it
+
+    def prompt_of(r: AgreeRequest) -> str:
+        return str(builder().build(r.prompt_tokens, r.prompt_seed))
+
     sim: dict[str, list[RequestRecord]] = {}
     sim_scored: dict[str, list[ScoredWait]] = {}
     sim_swaps: dict[str, int] = {}
 
-    def simulated(p: str, prof: HardwareProfile) -> None:
+    def simulated(p: str, prof: HardwareProfile, loop_lag_s: float = 0.0) -> None:
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
         try:
-            admission, ingress = sim_admission(live_config(args, spec, p))
+            config = live_config(args, spec, p)
         except StackRefused:  # not live (--sim-only): the mesh's settings without the stack
-            admission, ingress = sim_admission(live_config(args, spec, None))
+            config = live_config(args, spec, None)
+        admission, ingress = sim_admission(config)
         if scen is not None:
             run_, sim_swaps[p] = simulate_scenario(scen.spec, stack, trace, admission, ingress)
         else:
             requests = [r.to_request(prof.model) for r in trace]
-            run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress)
+            if plans_on_hints(stack):  # the live predictor's hints (agree/hints.py)
+                warm, found = calibration.values(), predictor_of(config)
+                requests = with_live_hints(requests, trace, warm, prompt_of, *found)
+            run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress, loop_lag_s)
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
 
     def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
@@ -235,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         if p in res.profiles:
             save_profiles(out / f"calibrated-profile-{p}.json", [prof])
             print(f"wrote {out / f'calibrated-profile-{p}.json'} ({prof.source})")
-        simulated(p, prof)
+        simulated(p, prof, res.loop_lags.get(p, 0.0))
         publish(res, prof)
 
     run_live(args, spec, trace, calibration, profile, out, stack_done)
@@ -299,10 +309,6 @@ def _command(args: argparse.Namespace) -> str:
         parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
     parts += [f"--page {args.page}"]
     return " ".join(parts)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
 
 
 def _num(x: float | None, digits: int = 3) -> str:

@@ -31,14 +31,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
-from slomesh.bench.agree.calibrate import calibrated
+from slomesh.bench.agree.calibrate import calibrated, loop_delay
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
 from slomesh.launch import mesh
@@ -112,6 +112,15 @@ def sim_admission(config: dict[str, Any]) -> tuple[SimAdmissionConfig, SimIngres
         {k: sched[k] for k in SimAdmissionConfig.model_fields if k in sched}
     )
     return admission, SimIngressConfig.of_args(apps.get("ingress", {}))
+
+
+def predictor_of(config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The predictor the mesh `config`'s predictor application runs: its name and config."""
+    from services.predictor.deployment import PredictorArgs
+
+    apps = {app["name"]: app.get("args", {}) for app in config["applications"]}
+    parsed = PredictorArgs.model_validate(apps.get("predictor", {}))
+    return parsed.predictor, parsed.core_config()
 
 
 def with_replicas(config: dict[str, Any], replicas: int | None) -> dict[str, Any]:
@@ -206,6 +215,8 @@ class LiveResults:
     env: dict[str, Any] = field(default_factory=dict)
     profiles: dict[str, HardwareProfile] = field(default_factory=dict)
     """stack -> the profile calibrated on its live mesh (none when calibration is off)."""
+    loop_lags: dict[str, float] = field(default_factory=dict)
+    """stack -> the ingress loop's delay its calibration measured, s (calibrate.loop_delay)."""
     swaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """stack -> replica -> its SwapLog at the end of the run (or {"error": ...})."""
 
@@ -250,7 +261,9 @@ def run_live(
                     prof = calibrated(
                         profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
                     )
-                    res.profiles[policy] = prof
+                    lag = res.loop_lags[policy] = loop_delay(cal, spec.rate_rps)
+                    src = f"{prof.source}; the guard's ingress loop delay {lag:.3f} s"
+                    res.profiles[policy] = prof = replace(prof, source=src)
                     print(f"# calibrated {policy}: {prof.source}", flush=True)
                 t = time.monotonic()
                 res.records[policy] = _send(builder, base, model, trace, args.client_nice)

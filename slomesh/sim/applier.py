@@ -3,7 +3,8 @@
 One `ClusterOutput` (services/scheduler/core/output.py) at a time, in its `ordered()` order, as
 the live scheduler's shell carries out the same output with Admit replies and Evict/Resume calls:
 a placement queues the request in the engine (one that can never fit its KV cache is rejected
-there, and the scheduler told), a batch queues a pre-formed batch for one slice, an eviction or
+there, and the scheduler told), a batch queues a pre-formed batch for one slice (or, where the
+slice budget served is 0, as the live ingress serves it, each member whole), an eviction or
 resume moves requests out of or back into service, a prewarm stages a model in host memory, a
 swap makes a model active once the requests placed before it are done (as the live replica's
 model host does, services/replica/model_host.py), a rejection is recorded. Every instance
@@ -12,6 +13,7 @@ touched is woken at the output's time to look at its queue.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from services.scheduler.core.output import (
@@ -46,6 +48,9 @@ class SimApplier:
     def __init__(self, host: ApplierHost) -> None:
         self.host = host
         self.instances: dict[str, SimInstance] = {}
+        self.slice_tokens: Callable[[int], int] | None = None
+        """The slice budget a batch's members are served with, given the one the batch offers
+        (0: each runs whole, as a placement); None: the batch's own (its engine slices it)."""
 
     def add_instance(self, inst: SimInstance) -> None:
         self.instances[inst.name] = inst
@@ -100,6 +105,9 @@ class SimApplier:
                 continue
             fitting.append(e)
             self.host.record_placement(e.request.request_id, inst.name)
-        if fitting:
-            inst.core.add_batch(fitting, iterations, now_s)
+        budget = iterations if self.slice_tokens is None else self.slice_tokens(iterations)
+        if fitting and budget:
+            inst.core.add_batch(fitting, budget, now_s)
+        for e in fitting if not budget else []:  # served whole: the engine's own queue
+            inst.core.add_request(e.request, now_s)
         self.host.kick(inst, now_s)

@@ -11,8 +11,20 @@ pipeline runs them (services/ingress/pipeline.py):
      from the times this replica's own streams delivered, to miss its objective is answered 429.
 A request let in becomes a ticket of the guard (`start`); its first token and its end feed it
 at the simulated times they happen (`first_tokens` before each arrival, `finished` at the end),
-and the scheduler's verdict on it feeds the gate (`heard`). The time a request waits
-at the live ingress before these checks (its event loop's lag) is not simulated.
+and the scheduler's verdict on it feeds the gate (`heard`).
+
+A batch a batching policy places is served as the live ingress serves it: its slice budget is
+declined (services/ingress/core/slice_budget.py), so each member runs whole (the Simulator sets
+its applier's `slice_tokens` when it runs an ingress).
+
+Where the live guard reads its clock, two delays of the live mesh are given to it as figures
+measured there (the guard's code is the live one; only its inputs are simulated):
+  - `hops_s`: live, the guard's ticket starts when the ingress lets the request in, before the
+    scheduler call, the replica hop and the first chunk's relay back, so its TTFT samples and
+    the waits of requests without a first token span those hops. The simulator's arrival comes
+    after them (a calibrated profile's submit overhead), so the ticket starts `hops_s` before it.
+  - `loop_lag_s`: how late the ingress's event loop runs (the live `LoopLag`); the guard counts
+    it as time every request already spent (`check`'s `loop_lag_s`).
 
 Pure: the simulator passes its clock.
 """
@@ -48,6 +60,13 @@ class SimIngressConfig(BaseModel):
     """The delivered-latency guard (`enabled` false: none)."""
     reject_hold_off_s: float = Field(_live_default("reject_hold_off_s"), ge=0)
     """Seconds a queue-wide scheduler rejection holds its key closed (0: no hold-off)."""
+    hops_s: float = Field(0.0, ge=0)
+    """Seconds between the ingress letting a request in and the simulated arrival (the live
+    hops a calibrated profile's submit overhead stands for): its guard ticket starts that much
+    before the arrival (module docstring)."""
+    loop_lag_s: float = Field(0.0, ge=0)
+    """Seconds late the ingress's event loop runs, as measured live: the guard counts it as
+    time every request already spent (0: on time)."""
 
     @classmethod
     def of_args(cls, args: Mapping[str, Any]) -> SimIngressConfig:
@@ -95,7 +114,12 @@ class SimIngress:
         if rep.guard is not None:
             slo = request.slo
             verdict = rep.guard.check(
-                request.model, slo.ttft_deadline_s, slo.tpot_target_s, 0.0, now_s
+                request.model,
+                slo.ttft_deadline_s,
+                slo.tpot_target_s,
+                0.0,
+                now_s,
+                self.cfg.loop_lag_s,
             )
             if not verdict.admit:
                 self.guarded += 1
@@ -104,7 +128,7 @@ class SimIngress:
                 request.request_id,
                 request.model,
                 slo.ttft_deadline_s,
-                now_s,
+                now_s - self.cfg.hops_s,
                 True,
                 request.max_tokens,
             )

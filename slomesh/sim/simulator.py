@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from services.ingress.core.slice_budget import served_slice_tokens
 from services.replica.core.sequence import Sequence as Seq
 from services.scheduler.core import events as cev
 from services.scheduler.core.output import Rejection
@@ -69,6 +70,8 @@ class Simulator:
         self.instances: list[SimInstance] = []
         """The instances arrivals may go to (an autoscaled run drains some out of it)."""
         self.applier = SimApplier(self)
+        if self.ingress is not None:  # the live ingress's slice budget (core/slice_budget.py)
+            self.applier.slice_tokens = served_slice_tokens
         self.replace_instances(instances)
         self._pending: list[cev.ClusterEvent] = []
         self._tick_due: float | None = None

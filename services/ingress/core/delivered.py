@@ -41,7 +41,8 @@ request whose TTFT^ or TPOT^ is beyond its objective times `margin` is answered 
 Retry-After = the predicted excess (at least `min_retry_after_s`). Samples older than `window_s`
 are forgotten: a load judged too high is tried again once its samples are gone, so the limit
 follows the machine as its other tenants come and go. Every objective counts the time the
-request spent here before admission.
+request spent here before admission, and the delay the ingress's event loop runs with now
+(`loop_lag_s` of `check`: the request's admission and first chunk each wait about that long).
 
 Pure logic: the caller passes the clock (seconds, monotonic).
 """
@@ -49,6 +50,7 @@ Pure logic: the caller passes the clock (seconds, monotonic).
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
@@ -151,6 +153,18 @@ class _ModelBook:
     finds the window empty)."""
 
 
+LOOP_DELAY = "the ingress loop's delay"
+"""How a rejection's reason names the event-loop delay it counted (`loop_delay_of` reads it)."""
+_LOOP_DELAY_RE = re.compile(r"\(([0-9.]+) s of it " + re.escape(LOOP_DELAY) + r"\)")
+
+
+def loop_delay_of(reason: str) -> float | None:
+    """The ingress loop's delay a delivered-guard rejection's reason names (None: it names
+    none: not such a rejection, or the loop ran on time)."""
+    m = _LOOP_DELAY_RE.search(reason)
+    return float(m.group(1)) if m else None
+
+
 def quantile(values: list[float], q: float) -> float:
     """The q-quantile of `values` (nearest rank; values need not be sorted)."""
     ordered = sorted(values)
@@ -229,21 +243,27 @@ class DeliveredGuard:
         tpot_slo_s: float | None,
         waited_s: float,
         now_s: float,
+        loop_lag_s: float = 0.0,
     ) -> Verdict:
         """Whether a request with these objectives may be let in now; `waited_s` is the time it
-        already spent before admission."""
+        already spent before admission. `loop_lag_s` is how late the ingress's event loop runs
+        now: the request's admission and its first chunk will each wait about that long there,
+        so it counts as time already spent too (the live ingress measures it, the simulator is
+        given the figure measured live); a rejection names it."""
         ttft, tpot, load = self.predict(model, ttft_slo_s, now_s)
         if not self.cfg.enabled or load - 1 <= self.cfg.alone_in_flight:
             return Verdict(True, ttft, tpot, load)
         bound = self.cfg.margin
-        if ttft is not None and waited_s + ttft > ttft_slo_s * bound:
-            excess = waited_s + ttft - ttft_slo_s * bound
+        spent = waited_s + loop_lag_s
+        if ttft is not None and spent + ttft > ttft_slo_s * bound:
+            excess = spent + ttft - ttft_slo_s * bound
+            lag = f" ({loop_lag_s:.3f} s of it {LOOP_DELAY})" if loop_lag_s > 0 else ""
             return self._reject(
                 ttft,
                 tpot,
                 load,
                 excess,
-                f"predicted TTFT {waited_s + ttft:.3f} s at {load} requests in flight "
+                f"predicted TTFT {spent + ttft:.3f} s{lag} at {load} requests in flight "
                 f"(measured on this mesh in the last {self.cfg.window_s:g} s) exceeds the TTFT "
                 f"objective of {ttft_slo_s:g} s",
             )

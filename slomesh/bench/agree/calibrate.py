@@ -36,6 +36,13 @@ control plane) are part of that: a median drops them, and a simulator on the med
 served backlogs the live mesh did not (per-token steps were 2-10% slower than the medians at a
 batch of 2 on this host).
 
+The ingress's delivered-latency guard reads the live mesh's time where the simulator cannot:
+its TTFT samples span the hops after the ingress (the submit overhead, `hops_s` of the simulated
+ingress) and it counts its event loop's current delay as time each request already spent. That
+delay (`loop_delay`) is read from the guard's rejections of the calibration trace at the
+measured rate (each names the delay it counted): their median, 0 with none. It is the delay at
+the moments the guard said no, so it errs high where the delay comes in bursts.
+
 The cluster simulator has no submit overhead of its own (only the lone-engine replay has), so
 `shift_in` / `shift_out` carry it: each request reaches the simulated scheduler that much after
 it was sent, and its record is then dated from when it was sent (its TTFT includes the hops).
@@ -43,9 +50,11 @@ it was sent, and its record is then dated from when it was sent (its TTFT includ
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from services.ingress.core.delivered import loop_delay_of
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import RequestRecord
 from slomesh.bench.goodput.confusion import Offered
@@ -91,6 +100,16 @@ def calibrated(
     cal = calibrate(profile, rates[low], replicas, max_num_seqs, line, low)
     here = at_rate(cal, line, rate_rps)
     return replace(here, source=f"{here.source}, read at {rate_rps:g} requests/s")
+
+
+def loop_delay(by_rate: Mapping[float, Sequence[RequestRecord]], rate_rps: float) -> float:
+    """The ingress loop's delay for the simulated guard, seconds (module docstring): the median
+    named by the guard's rejections of the calibration trace at `rate_rps` (all traces' when
+    none ran at it); 0 without any."""
+    traces = [by_rate[rate_rps]] if rate_rps in by_rate else list(by_rate.values())
+    named = [loop_delay_of(r.reject_reason) for t in traces for r in t if r.rejected]
+    delays = [d for d in named if d is not None]
+    return statistics.median(delays) if delays else 0.0
 
 
 def shift_in(requests: Sequence[Request], overhead_s: float) -> list[Request]:

@@ -8,7 +8,8 @@ only ever sees the replaced ones. The live scheduler's admission settings and th
 admission (delivered-latency guard, reject hold-off) run as the live mesh's config sets them. A
 profile's submit overhead (the live hops before an engine
 sees a request, calibrate.py) delays each request's arrival at the simulated scheduler; records
-are dated from when it was sent.
+are dated from when it was sent; the ingress's guard gets the overhead as its hops and the
+ingress loop's delay measured live.
 """
 
 from __future__ import annotations
@@ -82,10 +83,15 @@ def simulate(
     requests: Sequence[Request],
     admission: SimAdmissionConfig | None = None,
     ingress: SimIngressConfig | None = None,
+    loop_lag_s: float = 0.0,
 ) -> SimRun:
     """`requests` on the simulator; `admission` and `ingress`: the live scheduler's and
-    ingress's admission settings (the live mesh's config), simulated in front of the stack."""
+    ingress's admission settings (the live mesh's config), simulated in front of the stack;
+    the ingress's guard spans the profile's submit overhead (its hops) and counts `loop_lag_s`
+    (the ingress loop's delay measured live) as time spent (slomesh/sim/ingress.py)."""
     overhead = profile.submit_overhead_s
+    if ingress is not None:
+        ingress = ingress.model_copy(update={"hops_s": overhead, "loop_lag_s": loop_lag_s})
     sim = ProfiledSimulator(
         profile, replicas, engine, stack, shift_in(requests, overhead), admission, ingress
     )

@@ -4,8 +4,13 @@ per ingress replica, and the delivered-latency guard fed with the simulated stre
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from services.ingress.core.delivered import DeliveredGuardConfig
+from services.replica.core.sequence import Sequence
+from services.scheduler.core import events as cev
 from services.scheduler.core.output import Rejection
 from shared.domain import SLO, Request
 from shared.domain.engine import EngineConfig
@@ -97,3 +102,66 @@ def test_the_delivered_guard_learns_from_the_simulated_streams_and_turns_request
         )
 
     assert late(guarded) < late(bare) / 2
+
+
+class _Seq:
+    def __init__(self, first_token_s: float) -> None:
+        self.first_token_s = first_token_s
+
+
+@pytest.mark.parametrize(
+    ("hops_s", "loop_lag_s", "admitted"),
+    [
+        (0.0, 0.0, True),  # the samples: 1.5 s from the arrival, within 2 s x 0.9
+        (0.4, 0.0, False),  # live the ticket starts before the hops: 1.9 s
+        (0.0, 0.4, False),  # the ingress loop's delay counts as time spent: 1.9 s
+        (0.2, 0.0, True),  # 1.7 s
+    ],
+)
+def test_the_guard_spans_the_hops_and_the_loop_delay_measured_live(
+    hops_s: float, loop_lag_s: float, admitted: bool
+) -> None:
+    guard = DeliveredGuardConfig(min_samples=1, seat_wait=False)
+    cfg = SimIngressConfig(
+        num_replicas=1, delivered_guard=guard, hops_s=hops_s, loop_lag_s=loop_lag_s
+    )
+    ing = SimIngress(cfg)
+    for rid in ("a", "b"):
+        assert ing.admit(_req(rid), 0.0) is None
+        ing.finished(rid, 11, 1.6, first_s=1.5)
+    assert ing.admit(_req("busy"), 2.0) is None
+    ing.first_tokens(2.0, lambda rid: cast(Sequence, _Seq(2.0)))
+    verdict = ing.admit(_req("new"), 2.0)
+    assert (verdict is None) is admitted
+    if not admitted:
+        assert verdict is not None and verdict.startswith("predicted TTFT 1.900 s")
+
+
+def _slice_ends(sim: Simulator) -> list[str]:
+    """Run `sim` (every request served to its length), returning the requests whose slices
+    ended (came back to the batch pool)."""
+    ended: list[str] = []
+    decide = sim.decide
+
+    def counting(event: cev.ClusterEvent) -> None:
+        if isinstance(event, cev.SliceEnd):
+            ended.append(event.entry.request.request_id)
+        decide(event)
+
+    sim.decide = counting  # type: ignore[method-assign]
+    records = sim.run().records
+    asked = {r.request_id: r.output_tokens_to_generate for r in sim.requests}
+    assert all(r.finished and r.output_tokens == asked[r.request_id] for r in records)
+    return ended
+
+
+def test_behind_the_ingress_a_batch_is_served_whole_as_live() -> None:
+    """A batching stack planning on hints: without a hint a request is planned at half its
+    max_tokens, and its engine would slice it there; the live ingress declines slice budgets
+    (services/ingress/core/slice_budget.py), so behind the simulated ingress none is sliced."""
+    cluster, reqs = _overload()
+    stack = STACKS.create("slo-odbs-live")
+    light = [r for r in reqs if r.max_tokens == 256][:40]
+    assert _slice_ends(Simulator(cluster, stack, light))  # engines slicing as the batch says
+    sim = Simulator(cluster, stack, light, ingress=SimIngressConfig(delivered_guard=NO_GUARD))
+    assert _slice_ends(sim) == []
