@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,27 @@ niceness instead (`nice -n 10 slomesh up` still lowers it). NumPy's OpenBLAS run
 it reads its thread count when NumPy is imported, before Ray sets OMP_NUM_THREADS for an actor,
 so the predictor's and ingress's small matrix products would wake a second BLAS thread that
 spins against the engines; vLLM's own threads are OpenMP, not OpenBLAS."""
+
+
+MESH_IDLE_ENV = {
+    "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+    "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
+}
+"""Timers of Ray Serve's processes, slowed from Serve's defaults so that the mesh costs less CPU
+per second whether requests come or not (each may be overridden from the environment;
+docs/results/hot-path.md measures the idle mesh). The controller's control loop runs every
+0.5 s instead of 0.1 s: each turn costs it and the GCS CPU whether anything changed or not, and
+what it drives (a replica replaced after it died, a deploy's next step, an autoscaling
+decision, handles told of new replicas) happens at most 0.4 s later; slomesh's own failover
+does not wait on it (the ingress moves a request off a shard or replica that fails a call at
+once). Every replica and handle exports Serve's cached metrics once a second instead of ten
+times; Prometheus scrapes every few seconds."""
+
+
+def apply_process_env(environ: MutableMapping[str, str]) -> None:
+    """Set the mesh's Ray and Serve settings in `environ`, each unless already set there."""
+    for key, value in (SERVE_HOT_PATH_ENV | MESH_PROCESS_ENV | MESH_IDLE_ENV).items():
+        environ.setdefault(key, value)
 
 
 def _deploy_dir() -> Path:
@@ -227,8 +249,7 @@ def start(
     # predecessor closed sit in TIME_WAIT ("Failed to bind to address 127.0.0.1:8000"). A second
     # mesh sharing the port is refused by check_ports_free instead.
     os.environ["SERVE_SOCKET_REUSE_PORT_ENABLED"] = "1"
-    for key, value in (SERVE_HOT_PATH_ENV | MESH_PROCESS_ENV).items():
-        os.environ.setdefault(key, value)  # inherited by Ray's processes
+    apply_process_env(os.environ)  # inherited by Ray's processes
     # logical CPUs for Serve's placement: control services take 0.1 each, replicas 1; the OS
     # shares the real cores among them
     cpus = num_cpus if num_cpus is not None else max(8, os.cpu_count() or 1)

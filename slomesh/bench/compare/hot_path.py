@@ -72,6 +72,13 @@ def outside_ms(system: dict[str, Any]) -> float | None:
     return None if cpu is None or n <= 0 else float(cpu) * 1e3 / n
 
 
+def idle_ms_per_s(system: dict[str, Any]) -> float | None:
+    """ms of CPU per second outside the engine while no request came (its fixed cost)."""
+    cpu = system.get("idle_cpu_outside_engine_s")
+    seconds = float(system.get("idle_seconds") or 0.0)
+    return None if cpu is None or seconds <= 0 else float(cpu) * 1e3 / seconds
+
+
 def _by_name(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in detail.get("systems", []) if s.get("ran")}
 
@@ -104,7 +111,9 @@ def render(detail: dict[str, Any], command: str, baseline: dict[str, Any] | None
         "cores shared with other work: figures move with the load average (given per sitting),",
         "so compare columns of one sitting. Serve's actors and Ray's daemons (and each",
         "service's periodic work) cost CPU per second whether requests come or not: their",
-        "share per request shrinks as the requests per second grow.",
+        "share per request shrinks as the requests per second grow: the idle column is that",
+        "fixed cost, the CPU per second of the same processes left without requests after the",
+        "warm-up.",
         "",
         f"Command: `{command}`",
         "",
@@ -116,8 +125,11 @@ def render(detail: dict[str, Any], command: str, baseline: dict[str, Any] | None
     ]
     names = [n for n in now if n != "bare-vllm"]
     bare = outside_ms(now["bare-vllm"]) if "bare-vllm" in now else None
-    head = "| system | requests (c8) | CPU ms/request outside the engine | x bare vLLM |"
-    lines += [head, "|---|---:|---:|---:|"]
+    head = (
+        "| system | requests (c8) | CPU ms/request outside the engine | x bare vLLM "
+        "| idle CPU ms/s outside the engine |"
+    )
+    lines += [head, "|---|---:|---:|---:|---:|"]
     for label, systems in (("", now), (" (baseline)", before)):
         base = outside_ms(systems["bare-vllm"]) if "bare-vllm" in systems else bare
         for name in ["bare-vllm", *names]:
@@ -128,7 +140,7 @@ def render(detail: dict[str, Any], command: str, baseline: dict[str, Any] | None
             ratio = ms / base if ms is not None and base else None
             lines.append(
                 f"| {name}{label} | {s.get('c8_requests', 0)} | {_cell(ms, '.2f')} | "
-                f"{_cell(ratio, '.2f')} |"
+                f"{_cell(ratio, '.2f')} | {_cell(idle_ms_per_s(s))} |"
             )
     lines += ["", *_target_lines(now, bare), "", "## slomesh by process role", ""]
     lines += _role_table(now.get("slomesh"), before.get("slomesh"))

@@ -1,7 +1,8 @@
 """`bench-mesh --compare`: bare vLLM, Ray Serve LLM and slomesh, one after another in one
 sitting, on the same tiny local model and engine arguments, measured by the same client.
 
-Per system: start-up (launch to the first answered chat completion), warm-up, first-token
+Per system: start-up (launch to the first answered chat completion), warm-up, the CPU its
+processes spend outside vLLM's engine core while no request comes (`idle_seconds`), first-token
 latency at max_tokens=1, total latency at 16 tokens, a max_tokens sweep (decode per token is its
 slope), then 8 closed-loop streams for `c8_seconds` with the CPU its processes spend outside
 vLLM's engine core. slomesh's spans (its own trace file) are split into the unloaded probes and
@@ -47,6 +48,9 @@ class Plan:
     c8_max_tokens: int = 32
     c8_seconds: float = 30.0
     warmup_requests: int = 10
+    idle_seconds: float = 10.0
+    """After the warm-up, how long the system is left without requests while the CPU its
+    processes spend outside vLLM's engine core is measured (its fixed cost per second)."""
 
 
 def parse_systems(text: str) -> list[str]:
@@ -87,6 +91,13 @@ async def measure(
     windows: dict[str, tuple[float, float]] = {}
     try:
         await load.sequential(client, spec.model, 16, plan.warmup_requests)
+        if plan.idle_seconds > 0:
+            before = tree_cpu(running.proc.pid)
+            t0 = time.monotonic()
+            await asyncio.sleep(plan.idle_seconds)
+            idle = tree_cpu(running.proc.pid).minus(before)
+            result.idle_seconds = time.monotonic() - t0
+            result.idle_cpu_outside_engine_s = idle.outside_s
         t = time.time()
         first = await load.sequential(client, spec.model, 1, plan.first_token_requests)
         windows["unloaded max_tokens=1"] = (t, time.time())

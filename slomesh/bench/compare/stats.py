@@ -44,6 +44,9 @@ class SystemResult:
     c8_seconds: float = 0.0
     cpu_outside_engine_s: float | None = None
     """CPU seconds of the system's processes other than vLLM's engine core, over the c8 run."""
+    idle_seconds: float = 0.0
+    idle_cpu_outside_engine_s: float | None = None
+    """CPU seconds of the same processes over `idle_seconds` with no request in flight."""
     spans: dict[str, dict[str, float]] = field(default_factory=dict)
     cpu_by_process_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process title over the c8 run."""

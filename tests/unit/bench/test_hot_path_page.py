@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from slomesh.bench.compare.hot_path import outside_ms, per_role_ms, render, role_of
+from slomesh.bench.compare.hot_path import idle_ms_per_s, outside_ms, per_role_ms, render, role_of
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def _system(name: str, requests: int, cpu: dict[str, float]) -> dict[str, Any]:
     }
 
 
-NOW = {
+NOW: dict[str, Any] = {
     "systems": [
         _system("bare-vllm", 1000, {"python vllm.entrypoints": 3.0, "VLLM::EngineCore": 20.0}),
         _system(
@@ -88,3 +88,18 @@ def test_the_target_is_met_at_two_times_bare() -> None:
         ]
     }
     assert "**met** (2.0x" in render(cheap, "cmd")
+
+
+def test_page_gives_each_systems_idle_cpu_per_second() -> None:
+    now = {
+        "systems": [
+            {**NOW["systems"][0], "idle_seconds": 10.0, "idle_cpu_outside_engine_s": 0.05},
+            {**NOW["systems"][1], "idle_seconds": 8.0, "idle_cpu_outside_engine_s": 0.8},
+        ]
+    }
+    baseline = {"systems": [_system("slomesh", 250, {"python slomesh.cli.main": 5.0})]}
+    page = render(now, "c", baseline)
+    assert "| bare-vllm | 1000 | 3.00 | 1.00 | 5.0 |" in page
+    assert "| slomesh | 500 | 9.00 | 3.00 | 100.0 |" in page
+    assert "| slomesh (baseline) | 250 | 20.00 | 6.67 | - |" in page  # not measured then
+    assert idle_ms_per_s({"idle_seconds": 0.0, "idle_cpu_outside_engine_s": 1.0}) is None
