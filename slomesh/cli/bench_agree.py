@@ -11,8 +11,7 @@ profile (slomesh/bench/agree/calibrate.py).
 Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
 `ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), behind the
 live config's scheduler and ingress admission (the ingress's delivered-latency guard and reject
-hold-off included: slomesh/sim/ingress.py). Reports and
-exits 0; it does not assert the targets.
+hold-off included: slomesh/sim/ingress.py). Reports and exits 0; it does not assert targets.
 """
 
 from __future__ import annotations
@@ -58,6 +57,7 @@ from slomesh.cli.bench_agree_live import (
     LiveResults,
     live_config,
     predictor_of,
+    priority,
     prompt_builder,
     qlm_options,
     replicas_of,
@@ -238,14 +238,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     def stack_done(p: str, res: LiveResults) -> None:
-        # each stack's simulated run and the page as soon as its live run is in (a run cut
-        # short keeps what it measured); the simulator runs the profile calibrated on the
-        # stack's own mesh
+        # each stack's simulated run (at a low CPU priority: the host is shared) and the page
+        # as soon as its live run is in (a run cut short keeps what it measured), on the
+        # profile calibrated on the stack's own mesh
         prof = res.profiles.get(p, profile)
         if p in res.profiles:
             save_profiles(out / f"calibrated-profile-{p}.json", [prof])
             print(f"wrote {out / f'calibrated-profile-{p}.json'} ({prof.source})")
-        simulated(p, prof, res.loop_lags.get(p, 0.0))
+        with priority(15):
+            simulated(p, prof, res.loop_lags.get(p, 0.0))
         publish(res, prof)
 
     run_live(args, spec, trace, calibration, profile, out, stack_done)
@@ -302,10 +303,8 @@ def _command(args: argparse.Namespace) -> str:
     if args.sim_only:
         parts += ["--sim-only", f"--profile {args.profile}"]
     else:
-        parts += [
-            f"--calibrate-requests {args.calibrate_requests}",
-            f"--calibrate-rate {','.join(f'{r:g}' for r in args.calibrate_rates)}",
-        ]
+        rates = ",".join(f"{r:g}" for r in args.calibrate_rates)
+        parts += [f"--calibrate-requests {args.calibrate_requests}", f"--calibrate-rate {rates}"]
         parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
     parts += [f"--page {args.page}"]
     return " ".join(parts)
