@@ -207,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
                 requests = with_live_hints(requests, trace, warm, prompt_of, *found)
             run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress, loop_lag_s)
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
+        (out / f"sim-{p}.json").write_text(json.dumps([asdict(r) for r in sim[p]]))
 
     def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
         live = res.records if res is not None else {}
