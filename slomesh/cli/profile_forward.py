@@ -55,6 +55,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=int,
         help="torch CPU threads during the run (default: torch's; 1 on a shared, loaded CPU)",
     )
+    p.add_argument(
+        "--decode",
+        choices=("cuda-graph", "eager"),
+        help="how decode steps run: cuda-graph (static KV cache, one CUDA graph replay per "
+        "step, as vLLM runs decode; the default on cuda) or eager (DynamicCache, op by op; the "
+        "default on cpu, where there are no CUDA graphs)",
+    )
     p.add_argument("--seed", type=int, default=0, help="weights and token ids seed (default 0)")
     p.add_argument(
         "--out-profile",
@@ -118,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         swap_probe_bytes=swap_probe,
         threads=args.threads,
+        decode_mode=args.decode or ("cuda-graph" if device == "cuda" else "eager"),
         progress=_progress,
     )
     c = tf.compare(m, gpu, kv_capacity_bytes=kv_capacity)

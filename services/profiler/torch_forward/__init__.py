@@ -5,7 +5,8 @@ Shell package: torch and transformers are imported inside the functions that nee
 pure parts (shapes, grids, FLOP/byte accounting, profiles, the report) import without them.
 
   * shapes.py: the Llama shapes, catalog GPU names and measurement grids.
-  * timing.py, measure.py: what is measured and how (torch).
+  * timing.py, measure.py, static_decode.py: what is measured and how (torch); decode on a
+    static cache replayed from a CUDA graph, as a serving engine runs it.
   * profile.py: FLOP/byte accounting, the fitted and the roofline profiles.
   * compare.py: the two profiles point by point and the efficiency the run implies.
   * report.py: the markdown report and the profile file's "report".
@@ -49,10 +50,16 @@ from services.profiler.torch_forward.shapes import (
     resolve_gpu,
     shape_named,
 )
+from services.profiler.torch_forward.static_decode import (
+    DECODE_MODES,
+    StaticStep,
+    prepare_static_step,
+)
 from services.profiler.torch_forward.timing import measure_copy_bytes_s
 
 __all__ = [
     "CPU_KV_CAPACITY_BYTES",
+    "DECODE_MODES",
     "DEFAULT_GPU",
     "DTYPE_BYTES",
     "LLAMA_31_8B",
@@ -67,6 +74,7 @@ __all__ = [
     "ModelFacts",
     "PointComparison",
     "Progress",
+    "StaticStep",
     "compare",
     "decode_bytes",
     "default_grid",
@@ -77,6 +85,7 @@ __all__ = [
     "measure",
     "measure_copy_bytes_s",
     "prefill_flops",
+    "prepare_static_step",
     "render_report",
     "report_dict",
     "resolve_gpu",

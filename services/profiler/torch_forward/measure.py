@@ -7,9 +7,11 @@ What is measured (`measure`):
     on the device) stands in for the cold-load time.
   * prefill: one forward of N random prompts of L tokens each (a fresh KV cache is written, only
     the last position's logits are computed, as a serving engine does), per (N, L) grid point.
-  * decode: a `DynamicCache` is filled by a (chunked) prefill of N prompts of `context` tokens,
-    then single-token forwards of N sequences are timed; after each timed step the cache is
-    cropped back by one token so every repeat sees the same context.
+  * decode (`decode_mode` "eager"): a `DynamicCache` is filled by a (chunked) prefill of N
+    prompts of `context` tokens, then single-token forwards of N sequences are timed; after each
+    timed step the cache is cropped back by one token so every repeat sees the same context.
+    `decode_mode` "cuda-graph": the step runs on a static cache, replayed from a CUDA graph as a
+    serving engine runs it (static_decode.py).
   * every timing is wall clock around the call with torch.cuda.synchronize() before and after
     (CUDA), after `warmup` untimed calls; the median of `repeats` timed calls is kept.
   * swap: a pinned host -> device copy (CUDA) or a host memory copy (CPU).
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.profiler.torch_forward.shapes import DTYPE_BYTES, ForwardShape, Grid
+from services.profiler.torch_forward.static_decode import DECODE_MODES, prepare_static_step
 from services.profiler.torch_forward.timing import measure_copy_bytes_s, median_time
 from shared.profiles.fit import DecodeSample, PrefillSample
 
@@ -61,6 +64,9 @@ class Measurement:
     device_memory_bytes: int | None
     grid: Grid
     versions: Mapping[str, str] = field(default_factory=dict)
+    decode_mode: str = "eager"
+    """How the decode steps ran: "eager", "cuda-graph", or "static-eager: <why>" (every mode seen
+    over the grid, joined by "; ")."""
 
 
 def llama_config(shape: ForwardShape) -> Any:
@@ -130,13 +136,19 @@ def measure(
     seed: int = 0,
     swap_probe_bytes: int = 256 * 2**20,
     threads: int | None = None,
+    decode_mode: str = "eager",
     progress: Progress | None = None,
 ) -> Measurement:
     """Build `shape` with random weights on `device` and time its prefill and decode steps.
 
     threads: torch's intra-op CPU threads during the run (restored afterwards); None keeps
     torch's default. On a shared or loaded CPU, 1 avoids OpenMP oversubscription stalls.
+    decode_mode: "eager" (DynamicCache, op by op) or "cuda-graph" (static cache, one graph replay
+    per step; falls back to the static cache run eagerly where capture is impossible).
     """
+    if decode_mode not in DECODE_MODES:
+        modes = ", ".join(DECODE_MODES)
+        raise ValueError(f"decode_mode must be one of {modes}, got {decode_mode!r}")
     import torch
 
     if threads is not None and threads < 1:
@@ -152,6 +164,7 @@ def measure(
             grid=grid,
             seed=seed,
             swap_probe_bytes=swap_probe_bytes,
+            decode_mode=decode_mode,
             progress=progress,
         )
     finally:
@@ -166,6 +179,7 @@ def _measure(
     grid: Grid,
     seed: int = 0,
     swap_probe_bytes: int = 256 * 2**20,
+    decode_mode: str = "eager",
     progress: Progress | None = None,
 ) -> Measurement:
     """Build `shape` with random weights on `device` and time its prefill and decode steps."""
@@ -221,25 +235,28 @@ def _measure(
             prefill.append(PrefillSample(n=n, length=length, time_s=t))
             say(f"prefill N={n} L={length}: {t * 1e3:.2f} ms")
             del ids, prefill_step
+        modes: list[str] = []
         for n, context in grid.decode:
-            chunk = max(1, grid.max_prefill_tokens // n)
-            cache = None
-            for start in range(0, context, chunk):
-                out = forward(random_ids(n, min(chunk, context - start)), cache)
-                cache = out.past_key_values
-                del out
-            step_ids = random_ids(n, 1)
-
-            def step(cache: Any = cache, step_ids: Any = step_ids) -> object:
-                return forward(step_ids, cache)
-
-            def crop(cache: Any = cache) -> None:
-                cache.crop(-1)  # drop the token the step appended: same context every repeat
-
-            t = median_time(step, sync, grid.warmup, grid.repeats, reset=crop)
+            if decode_mode == "cuda-graph":
+                prepared = prepare_static_step(
+                    model,
+                    n=n,
+                    context=context,
+                    vocab_size=shape.vocab_size,
+                    max_prefill_tokens=grid.max_prefill_tokens,
+                    keep_kw=keep_kw,
+                    capture=True,
+                )
+                t = median_time(prepared.call, sync, grid.warmup, grid.repeats)
+                mode = prepared.mode
+                del prepared
+            else:
+                t = _eager_decode_time(forward, random_ids, sync, grid, n, context)
+                mode = "eager"
+            if mode not in modes:
+                modes.append(mode)
             decode.append(DecodeSample(n=n, context=float(context), time_s=t))
-            say(f"decode N={n} context={context}: {t * 1e3:.2f} ms")
-            del cache, step, crop, step_ids
+            say(f"decode N={n} context={context} ({mode}): {t * 1e3:.2f} ms")
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
     swap_bytes_s = measure_copy_bytes_s(device, swap_probe_bytes)
@@ -267,4 +284,32 @@ def _measure(
         device_memory_bytes=device_memory,
         grid=grid,
         versions={"torch": str(torch.__version__), "transformers": transformers.__version__},
+        decode_mode="; ".join(modes),
     )
+
+
+def _eager_decode_time(
+    forward: Callable[..., Any],
+    random_ids: Callable[[int, int], Any],
+    sync: Callable[[], None],
+    grid: Grid,
+    n: int,
+    context: int,
+) -> float:
+    """Median step time on a DynamicCache filled with N prompts of `context` tokens."""
+    chunk = max(1, grid.max_prefill_tokens // n)
+    cache = None
+    for start in range(0, context, chunk):
+        out = forward(random_ids(n, min(chunk, context - start)), cache)
+        cache = out.past_key_values
+        del out
+    step_ids = random_ids(n, 1)
+
+    def step() -> object:
+        return forward(step_ids, cache)
+
+    def crop() -> None:
+        assert cache is not None
+        cache.crop(-1)  # drop the token the step appended: same context every repeat
+
+    return median_time(step, sync, grid.warmup, grid.repeats, reset=crop)

@@ -51,7 +51,8 @@ def source_label(m: Measurement) -> str:
     return (
         f"fitted:torch-forward(shape={m.shape.name},device={m.device}:{m.device_name},"
         f"dtype={m.dtype},transformers={m.versions.get('transformers', '?')},"
-        f"{len(m.prefill)} prefill + {len(m.decode)} decode samples)"
+        f"{len(m.prefill)} prefill + {len(m.decode)} decode samples,"
+        f"decode={m.decode_mode.split(':')[0]})"
     )
 
 

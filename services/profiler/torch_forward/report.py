@@ -70,6 +70,7 @@ def render_report(c: Comparison, profile_path: str | None = None) -> str:
         f"- timing: median of {m.grid.repeats} after {m.grid.warmup} warm-up calls, wall clock "
         f"with device synchronisation; torch {m.versions.get('torch', '?')}, transformers "
         f"{m.versions.get('transformers', '?')}",
+        f"- decode steps: {m.decode_mode}",
         f"- build (random init on device): {m.build_s:.2f} s -> cold_load "
         f"{fp.cold_load_bytes_s / 1e9:.3g} GB/s; "
         f"{'pinned host->device' if not cpu_note else 'host memory'} copy "
