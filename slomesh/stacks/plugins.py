@@ -118,6 +118,7 @@ PREFIX_KEYS = dict.fromkeys(
     [
         "benefit_weight",
         "slack_fraction",
+        "decode_tokens",
         "min_saved_s",
         "block_size_tokens",
         "fallback_prefill_tokens_s",

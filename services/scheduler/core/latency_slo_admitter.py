@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.cluster_view import InstanceView, WorkItem
 from shared.domain import Request
 
 
@@ -49,13 +49,28 @@ def predicted_ttft_tpot_s(inst: InstanceView, request: Request) -> tuple[float, 
     items = inst.work_items()
     running = [w for w in items if w.running]
     prefill = request.input_tokens + sum(w.prefill_tokens for w in items if not w.running)
-    context = (
-        sum(w.context_tokens for w in running) / len(running) if running else request.input_tokens
-    )
+    context = _mean_context(running, request)
     step = prof.decode_time_s(context, max(1, len(running)))
     ttft = prefill * prof.prefill.p1 + math.ceil(prefill / max(1, inst.token_budget)) * step
     tpot = prof.decode_time_s(context, len(running) + 1)
     return ttft, tpot
+
+
+def predicted_tpot_s(inst: InstanceView, request: Request) -> float | None:
+    """TPOT_k of `request` on `inst` alone (module docstring); None without a profile."""
+    try:
+        prof = inst.profile(request.model)
+    except ValueError:
+        return None
+    running = [w for w in inst.work_items() if w.running]
+    return prof.decode_time_s(_mean_context(running, request), len(running) + 1)
+
+
+def _mean_context(running: Sequence[WorkItem], request: Request) -> float:
+    """Mean context of the running requests (the request's prompt when none runs)."""
+    if not running:
+        return float(request.input_tokens)
+    return sum(w.context_tokens for w in running) / len(running)
 
 
 class LatencySLOAdmitter:

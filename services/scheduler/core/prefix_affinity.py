@@ -9,8 +9,9 @@ profile's prefill model, SCLS Eq. 5 form):
     saved_i   = T_prefill(1, I) − prefill_i                   compute the cache saves
     queue_i   = T_prefill(1, pending_i) + load_i              work ahead in i's engine, model load
     ttft_i    = queue_i + prefill_i                           predicted time to first token
+    tpot_i    = tau_decode(mean context of i's running, running_i + 1)    its time per token
     feasible  : ttft_i ≤ slack_fraction · (deadline − now)    the SLO slack it may spend
-    score_i   = ttft_i − benefit_weight · saved_i
+    score_i   = ttft_i + decode_tokens · tpot_i − benefit_weight · saved_i
 
 The feasible replica with the lowest score wins, but only when the choice matters for the cache:
 its saving must exceed the smallest saving among the eligible replicas by `min_saved_s` (a
@@ -18,6 +19,15 @@ system prompt cached everywhere pins nothing). Otherwise, or when no replica is 
 affinity replica is too busy for this request's slack), there is no pin and the SLO policy
 places the request as it would without prefixes. benefit_weight > 0 counts the saved prefill
 as capacity returned to everyone queued, not only as this request's shorter TTFT.
+
+The TTFT terms see only prefill queued ahead: a replica whose decode batch is full still scores
+as idle. decode_tokens > 0 weighs that load against the affinity: ttft_i + k·tpot_i is the
+predicted time of the request's k-th token, tpot_i growing with the replica's running requests
+and their context (the decode model of latency_slo_admitter.py, as llm-d's latency predictor
+sees an endpoint). Without it new conversations pile onto the replica that first cached their
+system prompt (every tie of the TTFT terms goes to it) and its TPOT passes the SLO while the
+other replicas idle; llm-d's router spreads them with its queue and KV-cache-usage scorers next
+to the prefix scorer. A replica without a hardware profile has no decode term.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.scheduler.core.cluster_view import InstanceView
+from services.scheduler.core.latency_slo_admitter import predicted_tpot_s
 from services.scheduler.core.prefix_index import PrefixIndex
 from shared.domain import Request
 from shared.domain.prefix import DEFAULT_BLOCK_SIZE_TOKENS
@@ -47,6 +58,10 @@ class PrefixAffinityConfig(BaseModel):
     slack_fraction: float = Field(0.8, gt=0, le=1)
     """A replica is feasible when its predicted TTFT is within this fraction of the time left
     to the request's TTFT deadline."""
+    decode_tokens: float = Field(0.0, ge=0)
+    """Output tokens whose predicted decode time counts in the score: the score is the
+    predicted time of the request's k-th token less the weighted saving, so a replica with a
+    heavy decode batch loses requests it would win on TTFT alone (0: TTFT alone)."""
     min_saved_s: float = Field(0.002, ge=0)
     """The winner's saving must exceed the smallest saving among the eligible replicas by more
     than this (seconds of prefill); otherwise nothing is pinned."""
@@ -67,6 +82,7 @@ class ReplicaScore:
     cached_tokens: int
     saved_s: float
     ttft_s: float
+    tpot_s: float
     feasible: bool
     score: float
 
@@ -118,14 +134,17 @@ class PrefixAffinity:
             own = prefill(request.input_tokens - cached)
             ttft = queue_delay_s(inst, request.model, prefill) + own
             saved = full - own
+            tpot = predicted_tpot_s(inst, request) if self.cfg.decode_tokens > 0 else None
+            tpot_s = 0.0 if tpot is None else tpot
             out.append(
                 ReplicaScore(
                     replica=inst.name,
                     cached_tokens=cached,
                     saved_s=saved,
                     ttft_s=ttft,
+                    tpot_s=tpot_s,
                     feasible=ttft <= self.cfg.slack_fraction * slack,
-                    score=ttft - self.cfg.benefit_weight * saved,
+                    score=ttft + self.cfg.decode_tokens * tpot_s - self.cfg.benefit_weight * saved,
                 )
             )
         return out

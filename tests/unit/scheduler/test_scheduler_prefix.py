@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
+from services.scheduler.core.cluster_view import WorkItem
 from services.scheduler.core.global_policy import RoutingPolicy
+from services.scheduler.core.latency_slo_admitter import predicted_ttft_tpot_s
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.prefix_affinity import PrefixAffinity, PrefixAffinityConfig
 from services.scheduler.core.prefix_index import PrefixIndex
@@ -106,6 +108,39 @@ def test_scheduler_prefix_affinity_trades_saving_against_queue_and_slack(
     assert aff.choose(r, insts, 0.0) == expected
 
 
+def running(n: int, context_tokens: int = 4000) -> list[WorkItem]:
+    return [WorkItem(0.0, True, 0, context_tokens, 100) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("decode_tokens", "busy", "expected"),
+    [
+        (0, 40, "i1"),  # TTFT alone: the longest cached history wins whatever runs there
+        # 40 running on i1: its 50th token comes ~1 s after i2's, more than the 0.16 s saved
+        (50, 40, "i2"),
+        (50, 0, "i1"),  # no decode load anywhere: as TTFT alone
+        (1, 40, "i1"),  # one token's worth of the load does not outweigh the saving
+    ],
+)
+def test_scheduler_prefix_affinity_weighs_decode_load_against_saving(
+    fakes, decode_tokens, busy, expected
+):
+    insts = [
+        fakes.instance("i0"),
+        fakes.instance("i1", running=busy, items=running(busy)),
+        fakes.instance("i2"),
+    ]
+    aff = affinity(decode_tokens=decode_tokens)
+    warm(aff, insts[1], LONG)  # the conversation's history
+    warm(aff, insts[2], LONG[:100])  # its system prompt only
+    r = req("r", [*LONG, 999])
+    assert aff.choose(r, insts, 0.0) == expected
+    scores = {s.replica: s for s in aff.scores(r, insts, 0.0)}
+    tpot = predicted_ttft_tpot_s(insts[1], r)
+    assert tpot is not None
+    assert scores["i1"].tpot_s == (pytest.approx(tpot[1]) if decode_tokens else 0.0)
+
+
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
@@ -194,10 +229,11 @@ def test_scheduler_prefix_placement_without_a_hardware_profile(fakes):
             raise ValueError("no hardware profile")
 
     insts = [NoProfile(f"i{k}") for k in range(2)]
-    aff = affinity(fallback_prefill_tokens_s=1000.0)
+    aff = affinity(fallback_prefill_tokens_s=1000.0, decode_tokens=50)
     warm(aff, insts[1], LONG)
     scores = {s.replica: s for s in aff.scores(req("r", [*LONG, 999]), insts, 0.0)}
     assert scores["i1"].saved_s == pytest.approx(3200 / 1000.0)
+    assert scores["i1"].tpot_s == 0.0  # no decode model: no load term
     assert aff.choose(req("r", [*LONG, 999]), insts, 0.0) == "i1"
     router = ROUTERS.create("prefix-only")
     assert router.choose(req("r", LONG), insts, 0.0).name == "i0"

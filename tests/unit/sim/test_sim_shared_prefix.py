@@ -35,3 +35,18 @@ def test_sim_plain_scenarios_have_no_prefix_hits():
     reqs = generate(spec.workload.model_copy(update={"requests": 100}), 0)
     out = summarize(Simulator(spec.cluster, STACKS.create("slomesh"), reqs).run())
     assert out.prefix_hit_rate == 0.0
+
+
+def test_sim_only_shared_prefix_carries_prompt_prefixes():
+    """Only conversation streams give requests a prompt prefix, and prefix-aware placement scores
+    only requests with one (PrefixAffinity.choose): on every other scenario the flagship's
+    prefix terms (the saving, the decode load weighed against it) never run."""
+    with_prefixes = {
+        name
+        for name in SCENARIOS.names()
+        if any(s.conversations is not None for s in SCENARIOS.create(name).workload.streams)
+    }
+    assert with_prefixes == {"shared-prefix"}
+    spec = SCENARIOS.create("scorpio-mixed")
+    reqs = generate(spec.workload.model_copy(update={"requests": 50}), 0)
+    assert all(r.prefix is None for r in reqs)

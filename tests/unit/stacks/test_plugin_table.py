@@ -152,6 +152,13 @@ ROWS: list[Row] = [
         "qlm",
         F(options={"lso": {"balance": True}, "prefix": {"enabled": True, "min_saved_s": 0.1}}),
     ),
+    (
+        "placer",
+        "rwt-prefix",
+        {"decode_tokens": 50},
+        "qlm",
+        F(options={"lso": {"balance": True}, "prefix": {"enabled": True, "decode_tokens": 50}}),
+    ),
     ("placer", "rwt-prefix", {"weight": 1}, "qlm", "stages.placer.params.weight"),
     # evictor
     ("evictor", "none", {}, "router", F()),
