@@ -22,6 +22,7 @@ from services.replica.direct_server import start_server
 from services.replica.engine import Engine, EngineRequest
 from services.replica.limits import LimitExceeded, check_limits
 from services.replica.model_host import ModelNotServed
+from services.replica.model_turn import ModelTurn
 from services.replica.openai_serving import OpenAIServing, simulated_serving, vllm_serving
 from services.replica.slicing import SlicePlan, plan_slice, slice_finish_reason
 from services.replica.state_push import StatePusher
@@ -136,8 +137,13 @@ class ReplicaDeployment:
         """An OpenAI call answered by vLLM's application (openai_serving.py); on a replica with
         several models, once the request's model is active (model_host.py)."""
         if self._host is not None:
-            async with self._host.use(req.model) as loaded:
-                async for chunk in self._answer(loaded.serving, req, http, parent):
+            async with contextlib.AsyncExitStack() as held:
+                turn = ModelTurn(self._host, req.model, held)
+                async for _ in turn.wait():  # heartbeats while its model is swapped in
+                    yield replica_pb2.ReplicaChunk(
+                        request_id=req.request_id, time_unix_s=time.time()
+                    )
+                async for chunk in self._answer(turn.serving.serving, req, http, parent):
                     yield chunk
             return
         async for chunk in self._answer(await self.serving(), req, http, parent):
@@ -183,7 +189,10 @@ class ReplicaDeployment:
             async with contextlib.AsyncExitStack() as held:
                 engine = self.engine
                 if self._host is not None:  # the request's model stays active while it runs
-                    engine = (await held.enter_async_context(self._host.use(req.model))).engine
+                    turn = ModelTurn(self._host, req.model, held)
+                    async for _ in turn.wait():  # heartbeats while its model is swapped in
+                        yield replica_pb2.ReplicaChunk(request_id=meta_id, time_unix_s=time.time())
+                    engine = turn.serving.engine
                 assert engine is not None
                 outputs = engine.generate(
                     EngineRequest(req, prompt_token_ids=context)
