@@ -220,7 +220,10 @@ def _render_scenario(
             _fmt(w["live_swap_median_s"]),
             _fmt(w["profile_swap_median_s"]),
             "-" if w["profile_over_live"] is None else f"{w['profile_over_live']:.2f}",
-            *(str(w[k]) if s in live else "-" for k in ("failed_requests", "lost_requests")),
+            *(
+                str(w.get(k, "-")) if s in live else "-"
+                for k in ("failed_requests", "error_requests", "lost_requests")
+            ),
             str(w["sim_swaps"]),
         ]
         for s in ranking(sim)
@@ -246,8 +249,10 @@ def _render_scenario(
         "Swaps: live, each replica's measured swaps (unload, load, warm-up; ReplicaDeployment."
         "SwapLog); the profile's swap time (`slomesh profile --swap-models`, what the planner "
         "and the simulator charge) and its ratio to the live median; requests a failed swap "
-        "answered with an error, and requests lost after they were accepted (a 200 answer whose "
-        "stream ended short of its forced output length); the simulator's swap count.",
+        "answered with an error; requests answered with a server error (HTTP 500: failed after a "
+        "replica took them; '-': not counted by that run); requests lost after they were "
+        "accepted (a 200 answer whose stream ended short of its forced output length); the "
+        "simulator's swap count.",
         "",
         markdown_table(
             [
@@ -257,6 +262,7 @@ def _render_scenario(
                 "profile s",
                 "profile / live",
                 "failed",
+                "errors",
                 "lost",
                 "sim swaps",
             ],

@@ -152,6 +152,12 @@ def lost_requests(records: Sequence[RequestRecord], trace: Sequence[AgreeRequest
     ]
 
 
+def error_requests(records: Sequence[RequestRecord]) -> list[str]:
+    """Requests answered with a server error (HTTP 500: failed after a replica took them, such
+    as a stream the ingress gave up on), not refused (429, or 503 when no replica took it)."""
+    return [r.request_id for r in records if r.rejected and r.reject_reason.startswith("HTTP 500")]
+
+
 def profile_swap_s(profiles: Sequence[HardwareProfile]) -> dict[str, float]:
     """Each model's swap time in the profiles (what the planner and the simulator charge)."""
     return {p.model: p.weight_bytes / p.swap_bytes_s for p in profiles if p.swap_bytes_s > 0}
@@ -164,8 +170,8 @@ def swap_report(
     profile_s: Mapping[str, float],
     sim_swaps: int | None,
 ) -> dict[str, Any]:
-    """One stack's swaps: count, measured seconds, failures, lost requests, against the
-    profile's swap time and the simulator's count."""
+    """One stack's swaps: count, measured seconds, failures, lost requests and requests
+    answered with a server error, against the profile's swap time and the simulator's count."""
     swaps = [s for log in logs.values() for s in log.get("swaps", [])]
     seconds = [float(s["seconds"]) for s in swaps if s.get("ok")]
     median = statistics.median(seconds) if seconds else None
@@ -179,6 +185,7 @@ def swap_report(
         "profile_over_live": None if not (median and prof) else prof / median,
         "failed_requests": sum(int(log.get("failed_requests", 0)) for log in logs.values()),
         "lost_requests": len(lost_requests(live, trace)),
+        "error_requests": len(error_requests(live)),
         "rejected_requests": sum(r.rejected for r in live),
         "sim_swaps": sim_swaps,
         "by_replica": {k: dict(v) for k, v in logs.items()},

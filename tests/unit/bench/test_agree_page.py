@@ -100,7 +100,7 @@ def test_rankings_that_differ_are_reported(tmp_path: Path) -> None:
 
 
 def test_a_scenario_page_gives_each_stacks_swaps(tmp_path: Path) -> None:
-    def swaps(live: int, median: float | None, lost: int) -> dict[str, Any]:
+    def swaps(live: int, median: float | None, lost: int, errors: int = 0) -> dict[str, Any]:
         return {
             "live_swaps": live,
             "live_swap_median_s": median,
@@ -108,6 +108,7 @@ def test_a_scenario_page_gives_each_stacks_swaps(tmp_path: Path) -> None:
             "profile_over_live": None if median is None else 20.0 / median,
             "failed_requests": 0,
             "lost_requests": lost,
+            "error_requests": errors,
             "sim_swaps": 3,
             "by_replica": {"replica-0": {"swaps": []}},
         }
@@ -115,12 +116,12 @@ def test_a_scenario_page_gives_each_stacks_swaps(tmp_path: Path) -> None:
     live = report({"a": 90.0}, {"a": 92.0}, classes="scenario many-models")
     sim_only = report(None, {"b": 40.0}, classes="scenario many-models")
     page = tmp_path / "many-models-live.md"
-    update_page(page, live | {"swaps": {"a": swaps(4, 16.0, 1)}}, "cmd")
+    update_page(page, live | {"swaps": {"a": swaps(4, 16.0, 1, errors=2)}}, "cmd")
     update_page(page, sim_only | {"swaps": {"b": swaps(0, None, 0)}}, "cmd-sim")
     text = page.read_text()
     assert text.startswith("# many-models: live mesh against the simulator")
     cells = [[c.strip() for c in ln.split("|")[1:-1]] for ln in text.splitlines()]
     row = {c[0]: c[1:] for c in cells if c and c[-1] == "3"}
-    assert row["a"] == ["4", "16.0", "20.0", "1.25", "0", "1", "3"]
-    assert row["b"] == ["-", "-", "20.0", "-", "-", "-", "3"]  # not run live
+    assert row["a"] == ["4", "16.0", "20.0", "1.25", "0", "2", "1", "3"]
+    assert row["b"] == ["-", "-", "20.0", "-", "-", "-", "-", "3"]  # not run live
     assert "by_replica" not in (tmp_path / "many-models-live.json").read_text()

@@ -71,11 +71,14 @@ def test_a_scenario_without_a_mesh_is_refused_by_name() -> None:
 
 
 def test_the_swap_report_counts_swaps_failures_and_lost_requests() -> None:
-    trace = scenario_trace(live_scenario("many-models").spec, 3, 1.0, seed=0)
+    trace = scenario_trace(live_scenario("many-models").spec, 4, 1.0, seed=0)
     req = [r.to_request("") for r in trace]
     full = RequestRecord.from_request(req[0], None, 1.0, 2.0, trace[0].output_tokens)
     short = RequestRecord.from_request(req[1], None, 1.0, 2.0, trace[1].output_tokens - 1)
     refused = RequestRecord.from_request(req[2], None, None, None, 0, reject_reason="HTTP 429")
+    error = RequestRecord.from_request(
+        req[3], None, None, None, 0, reject_reason="HTTP 500: replica failed mid-request"
+    )
     logs = {
         "replica-0": {
             "swaps": [
@@ -86,10 +89,11 @@ def test_the_swap_report_counts_swaps_failures_and_lost_requests() -> None:
         },
         "replica-1": {"swaps": [{"from_model": "b", "to_model": "a", "seconds": 30.0, "ok": True}]},
     }
-    r = swap_report(logs, [full, short, refused], trace, {"a": 24.0, "b": 26.0}, 7)
+    r = swap_report(logs, [full, short, refused, error], trace, {"a": 24.0, "b": 26.0}, 7)
     assert (r["live_swaps"], r["live_swaps_failed"], r["live_swap_median_s"]) == (3, 1, 25.0)
     assert r["profile_over_live"] == pytest.approx(1.0)
-    assert (r["failed_requests"], r["lost_requests"], r["rejected_requests"]) == (2, 1, 1)
+    assert (r["failed_requests"], r["lost_requests"], r["rejected_requests"]) == (2, 1, 2)
+    assert r["error_requests"] == 1  # the server error, not the 429
     assert r["sim_swaps"] == 7
     nothing = swap_report({}, [], trace, {}, None)
     assert nothing["live_swap_median_s"] is None and nothing["profile_over_live"] is None
