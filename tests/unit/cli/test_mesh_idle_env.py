@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from slomesh.launch.mesh import MESH_IDLE_ENV, apply_process_env
 
@@ -40,3 +41,9 @@ def test_a_setting_from_the_environment_wins() -> None:
     assert environ["RAY_SERVE_CONTROL_LOOP_INTERVAL_S"] == "0.1"
     assert environ["RAY_SERVE_METRICS_EXPORT_INTERVAL_MS"] == "1000"
     assert environ["RAY_SERVE_USE_GRPC_BY_DEFAULT"] == "1"
+
+
+def test_the_hand_started_cluster_page_exports_the_same_settings() -> None:
+    page = (Path(__file__).parents[3] / "docs/operations/ray-cluster.md").read_text()
+    for key, value in MESH_IDLE_ENV.items():
+        assert f"{key}={value}" in page, key
