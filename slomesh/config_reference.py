@@ -89,7 +89,8 @@ PAGES = (
           "slomesh.bench.scenarios.diurnal:DiurnalSpec",
           "shared.workloads.conversations:ConversationSpec",
           "slomesh.sim.shards:ShardModel", "slomesh.sim.scheduler:SimAdmissionConfig",
-          "slomesh.sim.ingress:SimIngressConfig")),
+          "slomesh.sim.ingress:SimIngressConfig",
+          "slomesh.bench.goodput.speed_fit:HostSpeedFit")),
 )  # fmt: skip
 
 NOT_CONFIG = frozenset({

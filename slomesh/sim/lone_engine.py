@@ -2,8 +2,10 @@
 
 A SimEngineCore serving a single model (with the planner its EngineConfig asks for) and the time
 it has reached. Each step runs back to back: the clock moves to the step's end, exactly the
-duration the HardwareProfile gives. Like vLLM's engine loop, requests that arrive while a step
-runs join at the step's end, and an idle engine jumps to the next arrival.
+duration the HardwareProfile gives (times the factor of a `HostSpeed`, when given one, at the
+step's start: a host whose speed varies, slomesh/sim/host_speed.py). Like vLLM's engine loop,
+requests that arrive while a step runs join at the step's end, and an idle engine jumps to the
+next arrival.
 
 Three drivers share it: the engine check (slomesh/sim/engine_check.py), the trace replay of the
 fidelity check (slomesh/sim/replay.py) and the profiler's simulated sweep engine
@@ -20,6 +22,7 @@ from services.replica.core.planner_factory import make_planner
 from services.replica.core.sequence import Sequence
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig
+from slomesh.sim.host_speed import HostSpeed
 
 
 class EngineStalled(RuntimeError):
@@ -29,7 +32,14 @@ class EngineStalled(RuntimeError):
 class LoneEngine:
     """A SimEngineCore serving `profile.model` (GPU-active from the start) on virtual time."""
 
-    def __init__(self, name: str, profile: HardwareProfile, config: EngineConfig) -> None:
+    def __init__(
+        self,
+        name: str,
+        profile: HardwareProfile,
+        config: EngineConfig,
+        speed: HostSpeed | None = None,
+    ) -> None:
+        self.speed = speed
         profiles = {profile.model: profile}
         self.core = SimEngineCore(
             name, profiles, config, make_planner(config, profiles), profile.model
@@ -79,6 +89,11 @@ class LoneEngine:
         plan = self.core.schedule(self.now_s)
         if plan.kind is StepKind.IDLE:
             return None
+        if self.speed is not None:
+            extra = plan.duration_s * (self.speed.factor_at(plan.start_s) - 1.0)
+            plan.duration_s += extra
+            self.core.busy_s += extra
+            self.core.kv_block_seconds += plan.kv_used_fraction * extra
         if observe is not None:
             observe(plan)
         result = self.core.update(plan)

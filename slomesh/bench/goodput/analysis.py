@@ -3,7 +3,9 @@ matrix per rate (confusion.py) and the same ladder in the simulator with the liv
 calibrated profile (sim.py), side by side with the live goodput.
 
 Both read vLLM's detailed result files of the run (`<out>/vllm-results/<system>/rate-R.json`);
-the profile is calibrated on the system's ladder (sim.py's `calibrate`).
+the profile is calibrated on the system's ladder (sim.py's `calibrate`), and each rate is simulated
+on `HostSpeedFit.seeds` hosts drawn from the ladder's measured host speed (speed_fit.py); the
+simulated goodput is their median, the rest of the row that median host's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.goodput.confusion import confusion, offered_requests
 from slomesh.bench.goodput.delivered_fit import fit_decode_line
 from slomesh.bench.goodput.harness import result_name
-from slomesh.bench.goodput.sim import at_rate, calibrate, simulate_rate
+from slomesh.bench.goodput.sim import SimStep, at_rate, calibrate, simulate_rate
+from slomesh.bench.goodput.speed_fit import HostSpeedFit, describe, hosts, ladder_series
 
 SIM_TOLERANCE = 0.10
 """The simulator's goodput is within this fraction of the live one (the target)."""
@@ -32,6 +35,7 @@ def analyse_system(
     profile: HardwareProfile,
     max_num_seqs: int,
     ingress_replicas: int,
+    speed_fit: HostSpeedFit | None = None,
 ) -> dict[str, Any] | None:
     """Confusion matrix and simulated goodput per rate; None without result files."""
     rates = [r for r in plan["rates"] if (result_dir / result_name(r)).exists()]
@@ -46,6 +50,8 @@ def analyse_system(
     }
     line = fit_decode_line(offered, engines)
     calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs, line, rates[0])
+    fit = speed_fit or HostSpeedFit()
+    series = ladder_series(offered, line, engines, fit.bin_s) if line is not None else []
     rows = []
     for rate in rates:
         reqs = offered[rate]
@@ -53,17 +59,26 @@ def analyse_system(
             continue
         here = at_rate(calibrated, line, rate)
         c = confusion(reqs, here, engines, max_num_seqs, ttft_s, tpot_s)
-        sim = simulate_rate(
-            rate,
-            reqs,
-            here,
-            engines,
-            max_num_seqs,
-            ttft_s,
-            tpot_s,
-            DeliveredGuardConfig(),
-            ingress_replicas,
+        horizon_s = max(r.arrival_s + r.ttft_s + r.tpot_s * r.output_tokens for r in reqs) + 10.0
+        sims = sorted(
+            (
+                simulate_rate(
+                    rate,
+                    reqs,
+                    here,
+                    engines,
+                    max_num_seqs,
+                    ttft_s,
+                    tpot_s,
+                    DeliveredGuardConfig(),
+                    ingress_replicas,
+                    host,
+                )
+                for host in (hosts(series, horizon_s, fit) if series else [None])
+            ),
+            key=lambda x: x.goodput_rps,
         )
+        sim: SimStep = sims[(len(sims) - 1) // 2]
         rows.append(
             {
                 "rate_rps": rate,
@@ -77,9 +92,12 @@ def analyse_system(
                 "sim_rejected": sim.rejected,
                 "sim_met": sim.met,
                 "sim_goodput_rps": round(sim.goodput_rps, 3),
+                "sim_goodput_min_rps": round(sims[0].goodput_rps, 3),
+                "sim_goodput_max_rps": round(sims[-1].goodput_rps, 3),
             }
         )
-    return {"calibration": calibrated.source, "rows": rows}
+    how = describe(series, fit) if series else "host speed: constant"
+    return {"calibration": f"{calibrated.source}; {how}", "rows": rows}
 
 
 def confusion_table(name: str, analysis: Mapping[str, Any]) -> str:
@@ -110,8 +128,20 @@ def confusion_table(name: str, analysis: Mapping[str, Any]) -> str:
 
 
 def sim_table(name: str, analysis: Mapping[str, Any], live: Mapping[float, float]) -> str:
-    """Simulated vs live goodput per rate; `live` maps rate -> live goodput."""
-    headers = ("system", "rate req/s", "live goodput", "sim goodput", "sim / live", "within 10%")
+    """Simulated vs live goodput per rate; `live` maps rate -> live goodput. With simulated
+    hosts: the seeds' range, and the served and admitted-but-missed requests live and simulated
+    (the median host's)."""
+    headers = (
+        "system",
+        "rate req/s",
+        "live goodput",
+        "sim goodput",
+        "sim seeds min-max",
+        "served live / sim",
+        "admitted, missed live / sim",
+        "sim / live",
+        "within 10%",
+    )
     rows = []
     for r in analysis["rows"]:
         got = live.get(r["rate_rps"])
@@ -123,8 +153,16 @@ def sim_table(name: str, analysis: Mapping[str, Any], live: Mapping[float, float
                 f"{r['rate_rps']:g}",
                 fmt_num(got, 1),
                 fmt_num(r["sim_goodput_rps"], 1),
+                _range(r),
+                f"{r['admitted_met'] + r['admitted_missed']} / {r['sim_served']}",
+                f"{r['admitted_missed']} / {r['sim_served'] - r['sim_met']}",
                 fmt_num(ratio, 2),
                 "yes" if ok else "no",
             ]
         )
     return markdown_table(headers, rows)
+
+
+def _range(row: Mapping[str, Any]) -> str:
+    lo, hi = row.get("sim_goodput_min_rps"), row.get("sim_goodput_max_rps")
+    return "-" if lo is None or hi is None else f"{lo:.1f}-{hi:.1f}"

@@ -88,7 +88,11 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
         "the profile calibrated on the live run (its decode step fitted on every rate's served "
         "requests against the batch they streamed in, its submit overhead on the lowest rate; "
         "`slomesh/bench/goodput/delivered_fit.py`), the ingress's admission "
-        "(`services/ingress/core/delivered.py`) in the loop (`slomesh/bench/goodput/sim.py`). "
+        "(`services/ingress/core/delivered.py`) in the loop (`slomesh/bench/goodput/sim.py`), "
+        "on a host whose speed varies as the live one's did: every step's time is scaled by a "
+        "factor drawn in blocks from the live ladder's measured speed (each stream's TPOT over "
+        "the fitted step at its batch; `slomesh/bench/goodput/speed_fit.py`, "
+        "`slomesh/sim/host_speed.py`), several seeded hosts per rate, their median shown. "
         "Target: within 10% of the live goodput at every rate.",
         "",
     ]

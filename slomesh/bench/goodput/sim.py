@@ -16,7 +16,9 @@ and output lengths from vLLM's result) arrive on `engines` simulated engines
 (`slomesh.sim.lone_engine.LoneEngine`, the replicas' max_num_seqs), each let in or rejected by
 the ingress's own admission (`services.ingress.core.delivered.DeliveredGuard`, one per ingress
 replica, requests dealt to them in turn) fed with the simulated first tokens and ends, and
-placed on the engine with the fewest unfinished requests. Goodput counts the requests whose
+placed on the engine with the fewest unfinished requests. The engines run on a host whose speed
+varies as the live one's did (`speed`: slomesh/sim/host_speed.py, drawn from the ladder's
+measured speed by `speed_fit.py`; None: a constant host). Goodput counts the requests whose
 TTFT and TPOT are within the objectives, per second from the first arrival to the last answer,
 as vLLM's benchmark does.
 """
@@ -33,6 +35,7 @@ from shared.domain import SLO, HardwareProfile, Request
 from shared.domain.profile import DecodeCoeffs, PrefillCoeffs
 from slomesh.bench.goodput.confusion import Offered
 from slomesh.bench.goodput.delivered_fit import DecodeLine
+from slomesh.sim.host_speed import HostSpeed
 from slomesh.sim.lone_engine import EngineStalled, LoneEngine
 from slomesh.sim.replay import replay_sim, sim_engine_config
 from slomesh.sim.trace import TraceRequest
@@ -152,10 +155,12 @@ def simulate_rate(
     slo_tpot_s: float,
     guard: DeliveredGuardConfig | None,
     ingress_replicas: int = 1,
+    speed: HostSpeed | None = None,
 ) -> SimStep:
-    """One rate of the ladder (module docstring); `guard` None admits everything."""
+    """One rate of the ladder (module docstring); `guard` None admits everything; `speed`
+    scales every engine's steps (one host for all of them)."""
     config = sim_engine_config(max_num_seqs, 8192, 16)
-    pool = [LoneEngine(f"e{i}", profile, config) for i in range(max(1, engines))]
+    pool = [LoneEngine(f"e{i}", profile, config, speed) for i in range(max(1, engines))]
     guards = [DeliveredGuard(guard) for _ in range(max(1, ingress_replicas))] if guard else []
     owner: dict[str, DeliveredGuard] = {}
     seqs = []
