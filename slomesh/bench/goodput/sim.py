@@ -16,15 +16,18 @@ and output lengths from vLLM's result) arrive on `engines` simulated engines
 (`slomesh.sim.lone_engine.LoneEngine`, the replicas' max_num_seqs), each let in or rejected by
 the ingress's own admission (`services.ingress.core.delivered.DeliveredGuard`, one per ingress
 replica, requests dealt to them in turn) fed with the simulated first tokens and ends, and
-placed on the engine with the fewest unfinished requests. The engines run on a host whose speed
-varies as the live one's did (`speed`: slomesh/sim/host_speed.py, drawn from the ladder's
-measured speed by `speed_fit.py`; None: a constant host). Goodput counts the requests whose
+placed on the engine with the fewest unfinished requests, which it reaches the calibrated
+submit overhead after its arrival. The engines run on a host whose speed varies as the live
+one's did (`speed`: slomesh/sim/host_speed.py, drawn from the ladder's measured speed by
+`speed_fit.py`; None: a constant host). Goodput counts the requests whose
 TTFT and TPOT are within the objectives, per second from the first arrival to the last answer,
 as vLLM's benchmark does.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -164,6 +167,9 @@ def simulate_rate(
     guards = [DeliveredGuard(guard) for _ in range(max(1, ingress_replicas))] if guard else []
     owner: dict[str, DeliveredGuard] = {}
     seqs = []
+    on_way = {e.core.name: 0 for e in pool}
+    """Requests placed on each engine that have not reached it yet (a placement counts them
+    with the unfinished requests it holds)."""
     open_: list[Any] = []
     """Admitted sequences whose end the guards have not been fed yet."""
     fed_first: set[str] = set()
@@ -183,11 +189,29 @@ def simulate_rate(
                 g.end(rid, s.num_output_tokens, min(now_s, s.finish_s + deliver))
         open_[:] = [s for s in open_ if s.request.request_id not in fed_end]
 
+    due: list[tuple[float, int, LoneEngine, Request]] = []
+    """Admitted requests on their way to their engine (they reach it the submit overhead
+    after their arrival), soonest first."""
+
+    def run_until(t_s: float) -> None:
+        """Every engine's steps that start before `t_s`, each request joining its engine when
+        it reaches it."""
+        while due and due[0][0] <= t_s:
+            at_s, _, engine, request = heapq.heappop(due)
+            on_way[engine.core.name] -= 1
+            for e in pool:
+                _advance(e, at_s)
+            seq = engine.add(request)
+            seqs.append(seq)
+            if guards:
+                open_.append(seq)
+        for e in pool:
+            _advance(e, t_s)
+
     rejected = 0
     ordered = sorted(offered, key=lambda r: r.arrival_s)
     for i, r in enumerate(ordered):
-        for engine in pool:
-            _advance(engine, r.arrival_s)
+        run_until(r.arrival_s)
         rid = f"r{i}"
         if guards:
             feed(r.arrival_s)
@@ -197,7 +221,8 @@ def simulate_rate(
                 continue
             g.start(rid, profile.model, slo_ttft_s, r.arrival_s, True, r.output_tokens)
             owner[rid] = g
-        engine = min(pool, key=lambda e: len(e.core.sequences()))
+        engine = min(pool, key=lambda e: len(e.core.sequences()) + on_way[e.core.name])
+        on_way[engine.core.name] += 1
         request = Request(
             rid,
             profile.model,
@@ -207,10 +232,8 @@ def simulate_rate(
             slo,
             true_output_tokens=r.output_tokens,
         )
-        seq = engine.add(request)
-        seqs.append(seq)
-        if guards:
-            open_.append(seq)
+        heapq.heappush(due, (request.arrival_s, i, engine, request))
+    run_until(math.inf)
     for engine in pool:
         while engine.core.has_work:
             engine.step()

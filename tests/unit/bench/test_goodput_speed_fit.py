@@ -93,3 +93,16 @@ def test_slow_spells_cost_the_guarded_ladder_goodput_a_constant_host_keeps() -> 
     assert steady.rejected > 0 and spelled.rejected > 0
     assert spelled.goodput_rps < steady.goodput_rps
     assert spelled.served - spelled.met > steady.served - steady.met  # let in, then missed
+
+
+@pytest.mark.parametrize(
+    ("submit_s", "ttft_slo_s", "met"),
+    [(0.0, 0.3, 1), (0.5, 0.3, 0), (0.5, 0.6, 1)],
+)
+def test_a_request_reaches_its_engine_the_submit_overhead_after_it_arrives(
+    submit_s: float, ttft_slo_s: float, met: int
+) -> None:
+    prof = replace(load_profiles(PROFILE)[0], submit_overhead_s=submit_s)
+    alone = [Offered(0.0, 32, 16, "served")]
+    got = simulate_rate(1.0, alone, prof, 1, 16, ttft_slo_s, 0.05, None)
+    assert (got.served, got.met) == (1, met)
