@@ -1,16 +1,17 @@
 """A host whose speed varies: a factor on every simulated step's duration, changing over time.
 
 Why. On a shared host the engine's steps at one batch are not of one length. The live mesh's
-decode step, at the same batch and offered rate, runs 0.85x-1.35x its fitted value for spells of
-about a second (the control plane's, the benchmark client's and other tenants' CPU on the same
-cores). A simulated step of constant length misses two things that decide goodput at capacity:
+decode step, at the same batch and offered rate, runs well above or below its fitted value for
+spells of a second or so (the control plane's, the benchmark client's and other tenants' CPU on
+the same cores). A simulated step of constant length misses two things that decide goodput at
+capacity:
 - the mean: a fitted median step is quicker than the mean step, so the simulator streams tokens
   the live mesh did not;
 - the spells: an admission that predicts from what the mesh delivered in the last seconds is
   exact on a constant step; live, requests let in just before a slow spell wait for seats that
   free later than predicted and miss their TTFT.
 
-The model. `HostSpeed` holds one factor per `block_s`, from time 0 on (1.0 before and after).
+The model. `HostSpeed` holds one factor per `bin_s`, from time 0 on (1.0 before and after).
 `resample` draws it from a measured series (one factor per `bin_s`, None where nothing was
 measured) by the moving-block bootstrap: consecutive runs of `block_s` taken whole from random
 places of the series, so the factors keep their measured distribution and how long a slow spell

@@ -26,10 +26,11 @@ class HostSpeedFit(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
     bin_s: float = Field(0.25, gt=0)
-    """Seconds per measured factor (a stream at capacity runs 0.5-1 s, several bins)."""
+    """Seconds per measured factor (shorter than a stream at capacity, so that a stream
+    spans several bins)."""
     block_s: float = Field(1.0, gt=0)
-    """Seconds of consecutive measured factors drawn at once (about how long the live
-    mesh's slow spells last)."""
+    """Seconds of consecutive measured factors drawn at once (about as long as the live
+    mesh's slow spells, so that a drawn host keeps them)."""
     seeds: int = Field(5, ge=1)
     """Simulated hosts per rate (seeds 0..seeds-1); the simulated goodput is their median."""
 
