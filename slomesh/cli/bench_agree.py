@@ -7,7 +7,8 @@ Live (slomesh/cli/bench_agree_live.py): each stack on a fresh mesh of deploy/ray
 started as `slomesh up --stack S` would (the limits the simulator does not run lifted above
 the trace), one at a time under the host's live lock; one calibration trace per
 --calibrate-rate, served by each stack's own mesh before its trace, calibrates that stack's
-profile (slomesh/bench/agree/calibrate.py).
+profile (slomesh/bench/agree/calibrate.py); its decode step is then fitted on the trace itself
+and the host's speed over the trace measured (--host-speed-window, agree/host_speed.py).
 Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
 `ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), behind the
 live config's scheduler and ingress admission (the ingress's delivered-latency guard and reject
@@ -53,6 +54,7 @@ from slomesh.bench.agree.workload import (
     generate_agree_workload,
     parse_classes,
 )
+from slomesh.cli.bench_agree_args import calibrate_rates, command_line
 from slomesh.cli.bench_agree_live import (
     LiveResults,
     live_config,
@@ -67,6 +69,7 @@ from slomesh.cli.bench_agree_live import (
 )
 from slomesh.cli.errors import UsageError
 from slomesh.launch import mesh
+from slomesh.sim.host_speed import HostSpeed
 from slomesh.stacks import STACKS
 from slomesh.stacks.live import StackRefused
 
@@ -123,6 +126,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "or more fit the decode step's growth with the rate offered; include the trace's own)",
     )
     p.add_argument(
+        "--host-speed-window",
+        dest="host_speed_window_s",
+        type=float,
+        default=1.0,
+        help="live: seconds per window of the host's speed measured over each stack's trace and "
+        "replayed by the simulated replicas, whose decode step is then fitted on the trace "
+        "itself (slomesh/bench/agree/host_speed.py); 0: the calibration traces' step throughout",
+    )
+    p.add_argument(
         "--live-lock",
         type=Path,
         help="flock file held around each stack's live run (shared hosts), e.g. "
@@ -161,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             classes=parse_classes(args.classes), requests=args.requests, rate_rps=args.rate
         )
         trace = generate_agree_workload(spec, args.seed)
-    args.calibrate_rates = _rates(args.calibrate_rate)
+    args.calibrate_rates = calibrate_rates(args.calibrate_rate)
     calibration: dict[float, list[AgreeRequest]] = {}
     if args.calibrate_requests > 0:
         for k, rate in enumerate(args.calibrate_rates):
@@ -189,7 +201,9 @@ def run(args: argparse.Namespace) -> int:
     sim_scored: dict[str, list[ScoredWait]] = {}
     sim_swaps: dict[str, int] = {}
 
-    def simulated(p: str, prof: HardwareProfile, loop_lag_s: float = 0.0) -> None:
+    def simulated(
+        p: str, prof: HardwareProfile, loop_lag_s: float = 0.0, speed: HostSpeed | None = None
+    ) -> None:
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
@@ -205,7 +219,9 @@ def run(args: argparse.Namespace) -> int:
             if plans_on_hints(stack):  # the live predictor's hints (agree/hints.py)
                 warm, found = calibration.values(), predictor_of(config)
                 requests = with_live_hints(requests, trace, warm, prompt_of, *found)
-            run_ = simulate(prof, replicas, engine, stack, requests, admission, ingress, loop_lag_s)
+            run_ = simulate(
+                prof, replicas, engine, stack, requests, admission, ingress, loop_lag_s, speed
+            )
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
         (out / f"sim-{p}.json").write_text(json.dumps([asdict(r) for r in sim[p]]))
 
@@ -229,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         (out / "agree.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {out / 'agree.json'}")
         if args.page is not None:
-            update_page(args.page, report, _command(args))
+            update_page(args.page, report, command_line(args))
             print(f"wrote {args.page}")
 
     if args.sim_only:
@@ -247,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
             save_profiles(out / f"calibrated-profile-{p}.json", [prof])
             print(f"wrote {out / f'calibrated-profile-{p}.json'} ({prof.source})")
         with priority(15):
-            simulated(p, prof, res.loop_lags.get(p, 0.0))
+            simulated(p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p))
         publish(res, prof)
 
     run_live(args, spec, trace, calibration, profile, out, stack_done)
@@ -269,46 +285,6 @@ def _swaps(
 ) -> dict[str, Any]:
     live = res if res is not None else LiveResults()
     return swaps_table(args.profile, trace, sim_swaps, live.swaps, live.records)
-
-
-def _rates(text: str) -> list[float]:
-    try:
-        rates = sorted({float(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise UsageError(f"--calibrate-rate: {text!r} is not comma-separated numbers") from None
-    if not rates or rates[0] <= 0:
-        raise UsageError(f"--calibrate-rate: {text!r}: give one or more rates > 0")
-    return rates
-
-
-def _command(args: argparse.Namespace) -> str:
-    """The command line that reproduces this run (the page lists it)."""
-    parts = [
-        "slomesh bench-agree",
-        f"--stacks {','.join(args.stacks)}",
-        f"--requests {args.requests}",
-        f"--rate {args.rate:g}",
-        f"--seed {args.seed}",
-    ]
-    if args.scenario is not None:
-        parts += [f"--scenario {args.scenario}"]
-        parts += ["--sim-only"] * args.sim_only
-        parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
-        return " ".join([*parts, f"--page {args.page}"])
-    parts += [
-        f"--classes {args.classes}",
-        f"--replicas {args.replicas}",
-        f"--max-num-seqs {args.max_num_seqs}",
-        f"--max-num-batched-tokens {args.max_num_batched_tokens}",
-    ]
-    if args.sim_only:
-        parts += ["--sim-only", f"--profile {args.profile}"]
-    else:
-        rates = ",".join(f"{r:g}" for r in args.calibrate_rates)
-        parts += [f"--calibrate-requests {args.calibrate_requests}", f"--calibrate-rate {rates}"]
-        parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
-    parts += [f"--page {args.page}"]
-    return " ".join(parts)
 
 
 def _num(x: float | None, digits: int = 3) -> str:

@@ -11,7 +11,11 @@ serve the second stack's prefills from the first stack's prefix cache.
 Before each stack's trace its own mesh serves the calibration traces (one per calibration rate,
 seeds of their own, never the measured trace's), on which that stack's simulated profile is
 calibrated (slomesh/bench/agree/calibrate.py): the mesh's CPU per admitted request shares the
-engines' cores, so each stack's admission leaves its engines a speed of its own.
+engines' cores, so each stack's admission leaves its engines a speed of its own. After the
+trace, with `host_speed_window_s` > 0, the profile's decode step is fitted again on the trace's
+own streams and the host's speed over the trace is measured per window
+(slomesh/bench/agree/host_speed.py): the simulator then runs at the speed the engines ran the
+trace at, from second to second.
 
 The client runs in this process at a raised CPU priority while it replays (`client_nice`, after
 the mesh's processes have started, so they keep the priority they were started with): on a
@@ -39,9 +43,11 @@ from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import calibrated, loop_delay
+from slomesh.bench.agree.host_speed import calibrated_on_trace
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
 from slomesh.launch import mesh
+from slomesh.sim.host_speed import HostSpeed
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.scheduler import SimAdmissionConfig
 from slomesh.stacks import load_stack
@@ -217,6 +223,9 @@ class LiveResults:
     """stack -> the profile calibrated on its live mesh (none when calibration is off)."""
     loop_lags: dict[str, float] = field(default_factory=dict)
     """stack -> the ingress loop's delay its calibration measured, s (calibrate.loop_delay)."""
+    speeds: dict[str, HostSpeed] = field(default_factory=dict)
+    """stack -> the host's speed over its measured trace (agree/host_speed.py; none with
+    `host_speed_window_s` 0)."""
     swaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """stack -> replica -> its SwapLog at the end of the run (or {"error": ...})."""
 
@@ -243,6 +252,8 @@ def run_live(
         for app in config["applications"]:
             if app["name"] == "scheduler":
                 app["args"]["rwt_log_file"] = str(log.resolve())
+        cal: dict[float, list[RequestRecord]] = {}
+        loop_note = ""
         with live_lock(args.live_lock):
             ray_stop()
             load0 = os.getloadavg()
@@ -253,7 +264,6 @@ def run_live(
 
                 asyncio.run(warm_up(base, model, builder.build(32, 1)))
                 if calibration:
-                    cal = {}
                     for rate, reqs in calibration.items():
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
                         raw_cal = json.dumps([asdict(r) for r in cal[rate]])
@@ -262,7 +272,8 @@ def run_live(
                         profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
                     )
                     lag = res.loop_lags[policy] = loop_delay(cal, spec.rate_rps)
-                    src = f"{prof.source}; the guard's ingress loop delay {lag:.3f} s"
+                    loop_note = f"the guard's ingress loop delay {lag:.3f} s"
+                    src = f"{prof.source}; {loop_note}"
                     res.profiles[policy] = prof = replace(prof, source=src)
                     print(f"# calibrated {policy}: {prof.source}", flush=True)
                 t = time.monotonic()
@@ -274,6 +285,21 @@ def run_live(
             finally:
                 mesh.stop(config)
                 ray_stop()
+        window = args.host_speed_window_s
+        if calibration and window > 0:  # the engines' speed over the trace itself
+            prof, speed = calibrated_on_trace(
+                profile,
+                cal,
+                res.records[policy],
+                replicas_of(config),
+                args.max_num_seqs,
+                spec.rate_rps,
+                window,
+                min(r.arrival_s for r in trace),
+            )
+            res.profiles[policy] = replace(prof, source=f"{prof.source}; {loop_note}")
+            if speed is not None:
+                res.speeds[policy] = speed
         res.scored[policy] = _read_log(log)
         # each stack's records as soon as they exist (a run cut short keeps what it measured)
         raw = [asdict(r) for r in res.records[policy]]

@@ -17,6 +17,7 @@ from services.replica.core.sequence import Sequence
 from services.scheduler.core import events as cluster
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
+from slomesh.sim.host_speed import stretch
 
 if TYPE_CHECKING:
     from slomesh.sim.instance import SimInstance
@@ -79,6 +80,7 @@ class Schedule:
                 # policy hears of the idle engine here, or work it still holds waits forever
                 sim.decide(cluster.StepEnd(inst.name, now_s=self.time_s))
             return []
+        stretch(inst.core, plan, inst.speed)
         inst.in_flight = plan
         return [StepEnd(plan.end_s, inst, plan)]
 

@@ -15,7 +15,12 @@ The model. `HostSpeed` holds one factor per `bin_s`, from time 0 on (1.0 before 
 `resample` draws it from a measured series (one factor per `bin_s`, None where nothing was
 measured) by the moving-block bootstrap: consecutive runs of `block_s` taken whole from random
 places of the series, so the factors keep their measured distribution and how long a slow spell
-lasts. The draw is seeded (its own `random.Random`), so a seed gives one host.
+lasts. The draw is seeded (its own `random.Random`), so a seed gives one host. A replay of one
+measured run uses its series as it was instead (`measured`: each factor at its own time).
+
+`stretch` is the one place a step takes the host's speed: the simulated engines
+(`lone_engine.py`, and each instance of the cluster simulator, `events.py`) call it on every
+step they plan, before it runs.
 
 Pure: the caller owns time.
 """
@@ -26,6 +31,9 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from services.replica.core.engine_core import SimEngineCore
+from services.replica.core.outputs import StepPlan
 
 
 @dataclass(frozen=True)
@@ -83,3 +91,20 @@ def resample(
         i, j = starts[rng.randrange(len(starts))]
         out += runs[i][j : j + per_block]
     return HostSpeed(bin_s, tuple(out[:need]))
+
+
+def measured(series: Sequence[float | None], bin_s: float) -> HostSpeed:
+    """The host of one measured run: `series` (one factor per `bin_s` from time 0, None: not
+    measured, the profile's speed) as it was."""
+    return HostSpeed(bin_s, tuple(1.0 if f is None else f for f in series))
+
+
+def stretch(core: SimEngineCore, plan: StepPlan, speed: HostSpeed | None) -> None:
+    """`plan`, just planned by `core`, at the host's speed when it starts: its duration, and
+    the core's busy and KV-occupancy time for it, times the factor there (None: unchanged)."""
+    if speed is None:
+        return
+    extra = plan.duration_s * (speed.factor_at(plan.start_s) - 1.0)
+    plan.duration_s += extra
+    core.busy_s += extra
+    core.kv_block_seconds += plan.kv_used_fraction * extra

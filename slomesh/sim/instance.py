@@ -13,6 +13,7 @@ from services.replica.core.sequence import SeqStatus
 from services.scheduler.core.cluster_view import PendingChange, RequestState, WorkItem
 from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig, EngineStatus
+from slomesh.sim.host_speed import HostSpeed
 
 _STATES: dict[SeqStatus, RequestState] = {
     SeqStatus.WAITING: "waiting",
@@ -40,6 +41,8 @@ class SimInstance:
         )
         self.in_flight: StepPlan | None = None
         self.schedule_pending = False
+        self.speed: HostSpeed | None = None
+        """The host's speed over time (host_speed.py; None: the profile's throughout)."""
 
     @property
     def name(self) -> str:

@@ -22,7 +22,7 @@ from services.replica.core.planner_factory import make_planner
 from services.replica.core.sequence import Sequence
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig
-from slomesh.sim.host_speed import HostSpeed
+from slomesh.sim.host_speed import HostSpeed, stretch
 
 
 class EngineStalled(RuntimeError):
@@ -89,11 +89,7 @@ class LoneEngine:
         plan = self.core.schedule(self.now_s)
         if plan.kind is StepKind.IDLE:
             return None
-        if self.speed is not None:
-            extra = plan.duration_s * (self.speed.factor_at(plan.start_s) - 1.0)
-            plan.duration_s += extra
-            self.core.busy_s += extra
-            self.core.kv_block_seconds += plan.kv_used_fraction * extra
+        stretch(self.core, plan, self.speed)
         if observe is not None:
             observe(plan)
         result = self.core.update(plan)

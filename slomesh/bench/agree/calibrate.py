@@ -58,7 +58,7 @@ from services.ingress.core.delivered import loop_delay_of
 from shared.domain import HardwareProfile, Request
 from shared.metrics.records import RequestRecord
 from slomesh.bench.goodput.confusion import Offered
-from slomesh.bench.goodput.delivered_fit import fit_decode_line
+from slomesh.bench.goodput.delivered_fit import DecodeLine, fit_decode_line
 from slomesh.bench.goodput.sim import at_rate, calibrate
 
 
@@ -91,15 +91,29 @@ def calibrated(
     """`profile` calibrated on the calibration traces' records (`by_rate`: offered rate ->
     records), read at `rate_rps` (module docstring)."""
     rates = {rate: offered(records) for rate, records in by_rate.items()}
+    line = _line(rates, replicas, rate_rps)
+    low = min(rates)
+    cal = calibrate(profile, rates[low], replicas, max_num_seqs, line, low)
+    here = at_rate(cal, line, rate_rps)
+    return replace(here, source=f"{here.source}, read at {rate_rps:g} requests/s")
+
+
+def decode_line(
+    by_rate: Mapping[float, Sequence[RequestRecord]], replicas: int, rate_rps: float
+) -> DecodeLine | None:
+    """The decode plane `calibrated` reads its step from (module docstring)."""
+    return _line({rate: offered(r) for rate, r in by_rate.items()}, replicas, rate_rps)
+
+
+def _line(
+    rates: Mapping[float, Sequence[Offered]], replicas: int, rate_rps: float
+) -> DecodeLine | None:
     line = None
     if rate_rps in rates:  # the trace at the measured rate alone, if it ran two batches
         line = fit_decode_line({rate_rps: rates[rate_rps]}, replicas, "per-token")
     if line is None:
         line = fit_decode_line(rates, replicas, "per-token")
-    low = min(rates)
-    cal = calibrate(profile, rates[low], replicas, max_num_seqs, line, low)
-    here = at_rate(cal, line, rate_rps)
-    return replace(here, source=f"{here.source}, read at {rate_rps:g} requests/s")
+    return line
 
 
 def loop_delay(by_rate: Mapping[float, Sequence[RequestRecord]], rate_rps: float) -> float:

@@ -9,7 +9,8 @@ admission (delivered-latency guard, reject hold-off) run as the live mesh's conf
 profile's submit overhead (the live hops before an engine
 sees a request, calibrate.py) delays each request's arrival at the simulated scheduler; records
 are dated from when it was sent; the ingress's guard gets the overhead as its hops and the
-ingress loop's delay measured live.
+ingress loop's delay measured live. A measured `HostSpeed` (slomesh/sim/host_speed.py) slows
+every replica's steps as the live host's speed was over the trace.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import shift_in, shift_out
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.host_speed import HostSpeed
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.scheduler import SimAdmissionConfig
@@ -45,6 +47,7 @@ class ProfiledSimulator(Simulator):
         requests: Sequence[Request],
         admission: SimAdmissionConfig | None = None,
         ingress: SimIngressConfig | None = None,
+        host_speed: HostSpeed | None = None,
     ) -> None:
         cluster = ClusterSpec(
             instances=[_STAND_IN.model_copy(update={"count": replicas})], engine=engine
@@ -65,6 +68,8 @@ class ProfiledSimulator(Simulator):
                 for k in range(replicas)
             ]
         )
+        for inst in self.instances:
+            inst.speed = host_speed
 
 
 @dataclass(frozen=True)
@@ -84,16 +89,25 @@ def simulate(
     admission: SimAdmissionConfig | None = None,
     ingress: SimIngressConfig | None = None,
     loop_lag_s: float = 0.0,
+    host_speed: HostSpeed | None = None,
 ) -> SimRun:
     """`requests` on the simulator; `admission` and `ingress`: the live scheduler's and
     ingress's admission settings (the live mesh's config), simulated in front of the stack;
     the ingress's guard spans the profile's submit overhead (its hops) and counts `loop_lag_s`
-    (the ingress loop's delay measured live) as time spent (slomesh/sim/ingress.py)."""
+    (the ingress loop's delay measured live) as time spent (slomesh/sim/ingress.py);
+    `host_speed`: the live host's speed over the trace (None: the profile's throughout)."""
     overhead = profile.submit_overhead_s
     if ingress is not None:
         ingress = ingress.model_copy(update={"hops_s": overhead, "loop_lag_s": loop_lag_s})
     sim = ProfiledSimulator(
-        profile, replicas, engine, stack, shift_in(requests, overhead), admission, ingress
+        profile,
+        replicas,
+        engine,
+        stack,
+        shift_in(requests, overhead),
+        admission,
+        ingress,
+        host_speed,
     )
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)

@@ -7,11 +7,20 @@ is how slow the host ran over that stream. The rate's time is cut in bins of `bi
 factor is the mean ratio of the streams running in it, each weighted by how long it ran there
 (None: no stream ran). The bins of every rate of the ladder, one after another, are the
 measured series (a gap of one None between rates: no block of the draw spans two rates).
+
+A bin's factor averages its streams' ratios in one of two ways (`weight`), to match the line it
+multiplies: `"time"` (the ladder's, whose line is a median of TPOTs) weighs each ratio by the
+time its stream ran in the bin; `"tokens"` (for a line fitted per token, streaming time over
+tokens: bench-agree's) takes the time the bin's streams ran over the time the line gives the
+tokens they streamed there, Σ overlap / Σ overlap / ratio, so the line times the factors
+streams as many tokens as the live mesh did (a mean of ratios would count the slow streams'
+stalls, already in a per-token line, a second time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,9 +45,14 @@ class HostSpeedFit(BaseModel):
 
 
 def speed_series(
-    offered: Sequence[Offered], line: DecodeLine, engines: int, rate_rps: float, bin_s: float
+    offered: Sequence[Offered],
+    line: DecodeLine,
+    engines: int,
+    rate_rps: float,
+    bin_s: float,
+    weight: Literal["time", "tokens"] = "time",
 ) -> list[float | None]:
-    """One rate's factors per bin (module docstring), from its first arrival on."""
+    """One rate's factors per bin (module docstring, `weight` there), from time 0 on."""
     served = [r for r in offered if r.outcome == "served" and r.output_tokens > 1 and r.tpot_s > 0]
     if not served:
         return []
@@ -56,8 +70,8 @@ def speed_series(
         for k in range(int(begin / bin_s), min(n, int(end / bin_s) + 1)):
             overlap = min(end, (k + 1) * bin_s) - max(begin, k * bin_s)
             if overlap > 0:
-                num[k] += overlap * ratio
-                den[k] += overlap
+                num[k] += overlap * ratio if weight == "time" else overlap
+                den[k] += overlap if weight == "time" else overlap / ratio
     out = [num[k] / den[k] if den[k] > 0 else None for k in range(n)]
     while out and out[-1] is None:  # a stream ending on a bin's edge
         out.pop()

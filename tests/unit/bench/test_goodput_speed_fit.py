@@ -55,6 +55,22 @@ def test_a_bin_reads_the_streams_running_in_it(
         assert g == e if e is None else g == pytest.approx(e, rel=0.05)
 
 
+@pytest.mark.parametrize(
+    ("weight", "expected"),
+    [
+        # the time-weighted mean of the ratios, 1x for 0.3 s and 2x for 0.3 s
+        ("time", 1.5),
+        # the time streamed over the line's time for the tokens streamed: 100 + 50 tokens at
+        # 3 ms take 0.45 s on the line, 0.6 s live
+        ("tokens", 0.6 / 0.45),
+    ],
+)
+def test_a_bins_ratios_are_averaged_as_the_line_is_fitted(weight: str, expected: float) -> None:
+    both = [stream(0.0, 0.003), stream(0.0, 0.006, out=51)]
+    got = speed_series(both, LINE, 1, 0.0, 0.1, weight=weight)  # type: ignore[arg-type]
+    assert got == pytest.approx([expected] * 3, rel=0.05)
+
+
 def test_rejected_and_one_token_answers_leave_no_factor_and_rates_are_kept_apart() -> None:
     nothing = [Offered(0.0, 32, 256, "rejected"), Offered(0.1, 32, 1, "served", 0.01, 0.0)]
     assert speed_series(nothing, LINE, 1, 10.0, 0.1) == []
