@@ -2,6 +2,14 @@
 
 Each process (Serve replica) calls `setup_tracing(service, config)` once from its constructor.
 Spans cross gRPC hops as a `traceparent` metadata entry; across HTTP as the standard header.
+
+Traces are head-sampled: the process that starts a trace (the ingress, for a request without a
+`traceparent`) keeps it with probability `sample_ratio`, decided from the trace id, and every
+later span follows its parent's decision (OpenTelemetry's `ParentBased(TraceIdRatioBased)`),
+so a trace is whole or absent. A caller's `traceparent` with the sampled flag set is always
+traced. A span not sampled records nothing and exports nothing; its context still propagates.
+Counts that must cover every request (admissions, CPU per admission) come from the services'
+counters, never from spans.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from opentelemetry.sdk.trace.export import (
     ConsoleSpanExporter,
     SpanExporter,
 )
-from pydantic import BaseModel, ConfigDict
+from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
+from pydantic import BaseModel, ConfigDict, Field
 
 _configured: dict[str, bool] = {}
 
@@ -36,6 +45,15 @@ class TracingConfig(BaseModel):
     """JSON-lines span file for exporter "file" (one span per line, appended)."""
     otlp_endpoint: str = "http://127.0.0.1:4317"
     """OTLP/gRPC collector for exporter "otlp"."""
+    sample_ratio: float = Field(0.1, ge=0.0, le=1.0)
+    """Share of new traces kept (head sampling, by trace id; 0-1): 1 traces every request, 0
+    only those whose caller's `traceparent` is sampled. Spans of a sampled request are kept
+    in every service (they follow the parent's decision)."""
+    export_batch_size: int = Field(512, ge=1)
+    """Spans written per export call at most (the batch processor's `max_export_batch_size`)."""
+    export_delay_ms: int | None = Field(None, ge=1)
+    """How long spans wait in memory before export, milliseconds; None: 1000 for "file" and
+    "console", 5000 for "otlp"."""
 
 
 class _JsonLinesExporter(ConsoleSpanExporter):
@@ -60,12 +78,32 @@ def setup_tracing(service: str, config: TracingConfig) -> None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=config.otlp_endpoint, insecure=True)
-    provider = TracerProvider(resource=Resource.create({"service.name": f"slomesh-{service}"}))
-    # batched export keeps span I/O off the request path; files flush every 200 ms
-    delay_ms = 200 if config.exporter == "file" else 5000
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=delay_ms))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": f"slomesh-{service}"}),
+        sampler=sampler(config.sample_ratio),
+    )
+    # batched export keeps span I/O off the request path
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            exporter,
+            schedule_delay_millis=export_delay_ms(config),
+            max_export_batch_size=config.export_batch_size,
+        )
+    )
     trace.set_tracer_provider(provider)
     _configured[service] = True
+
+
+def sampler(ratio: float) -> Sampler:
+    """Head sampling at `ratio` for traces started here; a span with a parent follows it."""
+    return ParentBased(TraceIdRatioBased(ratio))
+
+
+def export_delay_ms(config: TracingConfig) -> int:
+    """The batch processor's delay between exports (config.export_delay_ms, else by exporter)."""
+    if config.export_delay_ms is not None:
+        return config.export_delay_ms
+    return 5000 if config.exporter == "otlp" else 1000
 
 
 def tracer(name: str) -> trace.Tracer:

@@ -12,6 +12,7 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
+from services.scheduler.admission_counts import AdmissionCounts
 from services.scheduler.args import SchedulerArgs, live_replicas, with_length_hint
 from services.scheduler.core.admission import AdmissionCore, AdmitDecision
 from services.scheduler.core.autoscale.live import ScalingSignals
@@ -60,11 +61,11 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         self._metrics = SchedulerMetrics()  # names as scraped: deploy/grafana/README.md
         self.scaling = ScalingSignals(self.args.autoscale_signal)
         self._pooled = {r.application for r in self.args.replicas if r.pooled}
+        self.counts = AdmissionCounts()
+        """Admissions since start by path and replica (admission_counts.py; spans are sampled)."""
         self.leases = LeaseDesk(
-            self.core, self.args.leases, self._pooled, self.scaling, self._tracer
+            self.core, self.args.leases, self._pooled, self.scaling, self._tracer, self.counts
         )
-        self.admits = 0
-        """Requests admitted by `Admit` since start (the fast path's: `leases.placed`)."""
         self.answered: set[str] = set()
         """Replicas that have answered a Status probe since this scheduler started. Until its
         first answer a replica is not ready: no placement, pull or lease credit goes there, and a
@@ -110,16 +111,19 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             self._dispatch()
             span.set_attribute("slomesh.stack", decision.stack)
             span.set_attribute("slomesh.admitted", decision.admitted)
-            if decision.admitted and decision.queued:
+            queued = decision.admitted and decision.queued
+            if queued:
                 self._start_ticker()
                 span.set_attribute("slomesh.queued", True)
-                for key, value in self.core.policy.describe(req.request_id).items():
-                    span.set_attribute(key, value)
+                if span.is_recording():
+                    for key, value in self.core.policy.describe(req.request_id).items():
+                        span.set_attribute(key, value)
                 replans = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
                 decision = await self._wait_for_pull(req, span)
                 after = getattr(getattr(self.core.policy, "stats", None), "replans", 0)
                 span.set_attribute("slomesh.replans_while_queued", after - replans)
             if not decision.admitted or decision.replica is None:
+                self.counts.refusal()
                 span.set_attribute("slomesh.reject_reason", decision.reason)
                 return scheduler_pb2.AdmitReply(
                     admitted=False,
@@ -129,7 +133,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                     drop_reason=decision.drop_reason,
                 )
             rep = decision.replica
-            self.admits += 1
+            self.counts.placed(rep.application, fast_path=False, queued=queued)
             span.set_attribute("slomesh.replica", rep.application)
             span.set_attribute("slomesh.queue_position", len(rep.in_flight) - 1)
             return scheduler_pb2.AdmitReply(

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+from services.scheduler.admission_counts import AdmissionCounts
 from services.scheduler.args import with_length_hint
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.autoscale.live import ScalingSignals
@@ -39,6 +40,7 @@ class LeaseDesk:
         pooled: set[str],
         scaling: ScalingSignals,
         tracer: Any,
+        counts: AdmissionCounts,
     ) -> None:
         self.core = core
         self.book = LeaseBook(config)
@@ -47,8 +49,8 @@ class LeaseDesk:
         self._pooled = frozenset(pooled)
         self._scaling = scaling
         self._tracer = tracer
-        self.placed = 0
-        """Placements told of by ingresses (fast path) since start."""
+        self.counts = counts
+        """The scheduler's admission counters (placements told of count as the fast path)."""
 
     def grant(self, ingress_id: str) -> scheduler_pb2.LeaseGrant:
         now = time.time()
@@ -87,12 +89,13 @@ class LeaseDesk:
             self._scaling.arrival(req, now)
             recorded = self.core.place_leased(req, app, now)
             self.book.noticed(notice.ingress_id, app)
-            self.placed += 1
-            span.set_attribute("slomesh.fast_path", True)
-            span.set_attribute("slomesh.stack", self.core.stack)
-            span.set_attribute("slomesh.admitted", True)
-            span.set_attribute("slomesh.replica", app)
-            span.set_attribute("slomesh.recorded", recorded)
+            self.counts.placed(app, fast_path=True)
+            if span.is_recording():
+                span.set_attribute("slomesh.fast_path", True)
+                span.set_attribute("slomesh.stack", self.core.stack)
+                span.set_attribute("slomesh.admitted", True)
+                span.set_attribute("slomesh.replica", app)
+                span.set_attribute("slomesh.recorded", recorded)
 
 
 class LeaseRpc:

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+from services.scheduler.admission_counts import AdmissionCounts
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.leasing import LeaseDesk
 from services.scheduler.shard_peers import ShardPeers
@@ -20,7 +21,7 @@ class ShardMember:
     core: AdmissionCore
     shards: ShardPeers
     leases: LeaseDesk
-    admits: int
+    counts: AdmissionCounts
     answered: set[str]
     _tasks: set[asyncio.Task[None]]
 
@@ -52,8 +53,8 @@ class ShardMember:
             "shards": self.shards.live(),
             "usage_staleness_s": self.shards.staleness_s,
             "max_usage_staleness_s": self.shards.max_staleness_s,
-            "admitted_total": self.admits + self.leases.placed,
-            "fast_path_total": self.leases.placed,
+            "admitted_total": self.counts.admitted,
+            "fast_path_total": self.counts.fast_path,
             "replicas": [
                 scheduler_pb2.ModelReplicas(model=m, ready=n)
                 for m, n in self.shards.ready_counts(self._ready).items()
@@ -63,6 +64,12 @@ class ShardMember:
     def _ready(self, application: str) -> bool:
         rep = self.core.replicas[application]
         return rep.healthy and application in self.answered
+
+    async def AdmissionCounts(self, grpc_context: Any = None) -> dict[str, Any]:
+        """This shard's admission counters since it started (admission_counts.py): a Serve
+        handle call for benchmarks, not a gRPC method."""
+        require_mesh_credential(grpc_context, "scheduler.AdmissionCounts")
+        return self.counts.snapshot()
 
     async def Exchange(
         self,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slomesh.bench.compare import hot_path
-from slomesh.bench.compare.admission_paths import admission_paths, describe
+from slomesh.bench.compare.admission_paths import describe
 from slomesh.bench.compare.run import Plan, load_average, parse_systems, run_system, specs
 from slomesh.bench.compare.stats import (
     SystemResult,
@@ -55,7 +55,8 @@ def run_compare(args: argparse.Namespace, admission_capacity: Callable[[], float
             label = "" if spec.name == "slomesh" else f" ({spec.name})"
             for phase, window in windows.items():
                 span_tables[phase + label] = span_breakdown(lines, window)
-                admissions[phase + label] = admission_paths(lines, window)
+            for phase, counted in result.admissions.items():
+                admissions[phase + label] = counted
             result.spans = span_tables.get("unloaded max_tokens=1" + label, {})
         results.append(result)
     capacity = admission_capacity() if args.rates.strip() else None

@@ -32,7 +32,8 @@ def mesh_config(trace_file: Path, tiny_model: Path) -> dict[str, Any]:
     vllm_app["args"]["application"] = "replica-2"
     vllm_app["args"]["vllm"]["model"] = str(tiny_model)
     config["applications"].append(vllm_app)
-    tracing = {"exporter": "file", "file_path": str(trace_file)}
+    # every request traced: the tests read the spans of requests that carry no traceparent
+    tracing = {"exporter": "file", "file_path": str(trace_file), "sample_ratio": 1.0}
     for app in config["applications"]:
         args = app.setdefault("args", {})
         args["tracing"] = tracing

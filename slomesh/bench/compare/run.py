@@ -5,8 +5,10 @@ Per system: start-up (launch to the first answered chat completion), warm-up, th
 processes spend outside vLLM's engine core while no request comes (`idle_seconds`), first-token
 latency at max_tokens=1, total latency at 16 tokens, a max_tokens sweep (decode per token is its
 slope), then 8 closed-loop streams for `c8_seconds` with the CPU its processes spend outside
-vLLM's engine core. slomesh's spans (its own trace file) are split into the unloaded probes and
-the concurrency-8 run. A system that cannot start is reported with its reason; the rest go on.
+vLLM's engine core. slomesh's spans (its own trace file, sampled as the mesh samples them) are
+split into the unloaded probes and the concurrency-8 run; its admissions in those two phases
+come from its schedulers' counters, read before and after each (admission_paths.py). A system
+that cannot start is reported with its reason; the rest go on.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from slomesh.bench.compare import load
+from slomesh.bench.compare import admission_paths, load
+from slomesh.bench.compare.admission_paths import difference
 from slomesh.bench.compare.cpu import tree_cpu
 from slomesh.bench.compare.stats import SYSTEM_NAMES, SystemResult
 from slomesh.bench.compare.systems import (
@@ -98,15 +102,19 @@ async def measure(
             idle = tree_cpu(running.proc.pid).minus(before)
             result.idle_seconds = time.monotonic() - t0
             result.idle_cpu_outside_engine_s = idle.outside_s
+        marks = PhaseCounters(spec, result)
+        marks.start()
         t = time.time()
         first = await load.sequential(client, spec.model, 1, plan.first_token_requests)
         windows["unloaded max_tokens=1"] = (t, time.time())
+        marks.end("unloaded max_tokens=1")
         result.first_token_s = [s.first_s for s in first]
         total = await load.sequential(client, spec.model, 16, plan.total16_requests)
         result.total16_s = [s.total_s for s in total]
         for n in plan.sweep_max_tokens:
             runs = await load.sequential(client, spec.model, n, plan.sweep_requests)
             result.sweep_s[n] = [s.total_s for s in runs]
+        marks.start()
         before = tree_cpu(running.proc.pid)
         t = time.time()
         req, tok, err, took = await load.concurrent(
@@ -118,9 +126,28 @@ async def measure(
         result.c8_seconds = took
         result.cpu_outside_engine_s = used.outside_s
         result.cpu_by_process_s = {k: round(v, 3) for k, v in used.by_process.items() if v > 0}
+        marks.end("concurrency 8")
     finally:
         await client.close()
     return windows
+
+
+class PhaseCounters:
+    """The system's admission counters read around a phase (outside its CPU window); the
+    difference goes to `result.admissions[phase]`."""
+
+    def __init__(self, spec: SystemSpec, result: SystemResult) -> None:
+        self._read = spec.counters
+        self._result = result
+        self._before: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        self._before = self._read() if self._read is not None else None
+
+    def end(self, phase: str) -> None:
+        after = self._read() if self._read is not None else None
+        if self._before is not None and after is not None:
+            self._result.admissions[phase] = difference(after, self._before)
 
 
 def run_system(
@@ -178,7 +205,7 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
         cfg_path = out_dir / f"{name}.yaml"
         cfg_path.write_text(yaml.safe_dump(slomesh_config(config, traces, engines)))
         spec = slomesh_spec(cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], engines, http, model)
-        return replace(spec, name=name)
+        return replace(spec, name=name, counters=partial(admission_paths.read, cfg_path))
 
     made = {
         "bare-vllm": lambda: bare_vllm_spec(kwargs, model, ports["bare-vllm"], env),

@@ -50,6 +50,9 @@ class SystemResult:
     spans: dict[str, dict[str, float]] = field(default_factory=dict)
     cpu_by_process_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process title over the c8 run."""
+    admissions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per phase, how the system admitted its requests (slomesh: its schedulers' counters,
+    admission_paths.py); empty for systems without counters."""
 
 
 def pct_ms(xs: Iterable[float], q: float) -> float | None:

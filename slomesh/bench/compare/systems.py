@@ -42,6 +42,9 @@ class SystemSpec:
     ready_timeout_s: float = 240.0
     missing: tuple[str, ...] = ()
     """Python packages it needs that are not installed (it is not started then)."""
+    counters: Callable[[], dict[str, Any] | None] | None = None
+    """Reads the system's admission counters now (slomesh: admission_paths.read); None for a
+    system without them."""
 
 
 @dataclass

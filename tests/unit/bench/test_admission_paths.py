@@ -1,80 +1,88 @@
-"""Admissions by path from the scheduler's spans (slomesh/bench/compare/admission_paths.py):
-fast path, Admit (queued or not) and refusals told apart, placements counted per replica, the
-window and foreign lines respected; the hot-path page reports them with the scheduler's CPU
-per admission."""
+"""Admissions by path from the schedulers' counters (slomesh/bench/compare/admission_paths.py):
+shards summed, a phase's difference of two readings with its paths and placements per replica,
+the shards found in a mesh config; the hot-path page reports them with the scheduler's CPU per
+admission."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from slomesh.bench.compare.admission_paths import admission_paths, admitted, describe
+from slomesh.bench.compare.admission_paths import (
+    admitted,
+    describe,
+    difference,
+    shard_names,
+    total,
+)
 from slomesh.bench.compare.hot_path import render
 
-T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 
-
-def _grouping(second: int, **attrs: Any) -> str:
-    start = f"2026-01-01T00:00:{second:02d}.000000Z"
-    return json.dumps(
-        {"name": "grouping", "start_time": start, "end_time": start, "attributes": attrs}
-    )
-
-
-FAST = {"slomesh.fast_path": True, "slomesh.admitted": True}
-ADMIT = {"slomesh.admitted": True}
+def _counts(fast: int, admit: int, queued: int, refused: int, **by: int) -> dict[str, Any]:
+    return {
+        "fast_path": fast,
+        "admit": admit,
+        "queued": queued,
+        "refused": refused,
+        "by_replica": dict(sorted(by.items())),
+    }
 
 
 @pytest.mark.parametrize(
-    ("lines", "want"),
+    ("snapshots", "want"),
     [
+        ([], _counts(0, 0, 0, 0)),
+        ([_counts(3, 1, 1, 0, r0=4)], _counts(3, 1, 1, 0, r0=4)),
         (
-            [_grouping(1, **FAST, **{"slomesh.replica": "replica-0"})],
-            {"fast_path": 1, "admit": 0, "queued": 0, "refused": 0, "by_replica": {"replica-0": 1}},
-        ),
-        (
-            [
-                _grouping(1, **ADMIT, **{"slomesh.replica": "replica-1"}),
-                _grouping(2, **ADMIT, **{"slomesh.queued": True, "slomesh.replica": "replica-0"}),
-                _grouping(3, **FAST, **{"slomesh.replica": "replica-1"}),
-            ],
-            {
-                "fast_path": 1,
-                "admit": 2,
-                "queued": 1,
-                "refused": 0,
-                "by_replica": {"replica-0": 1, "replica-1": 2},
-            },
-        ),
-        (
-            [
-                _grouping(1, **{"slomesh.admitted": False, "slomesh.reject_reason": "full"}),
-                json.dumps({"name": "admission", "start_time": "2026-01-01T00:00:01Z"}),
-                "not json",
-                '{"name": "grouping"}',
-                _grouping(59, **FAST, **{"slomesh.replica": "replica-0"}),  # outside the window
-            ],
-            {"fast_path": 0, "admit": 0, "queued": 0, "refused": 1, "by_replica": {}},
+            [_counts(3, 1, 1, 0, r0=4), _counts(5, 2, 0, 7, r0=1, r1=6)],
+            _counts(8, 3, 1, 7, r0=5, r1=6),
         ),
     ],
 )
-def test_admission_paths_counts_each_path(lines: list[str], want: dict[str, Any]) -> None:
-    assert admission_paths(lines, (T0, T0 + 30)) == want
+def test_total_sums_the_shards(snapshots: list[dict[str, Any]], want: dict[str, Any]) -> None:
+    assert total(snapshots) == want
+
+
+@pytest.mark.parametrize(
+    ("after", "before", "want"),
+    [
+        (_counts(10, 2, 1, 0, r0=12), _counts(4, 2, 1, 0, r0=6), _counts(6, 0, 0, 0, r0=6)),
+        (  # a replica with no new placement is left out; one first placed now shows
+            _counts(4, 5, 2, 3, r0=6, r1=3),
+            _counts(4, 2, 1, 1, r0=6),
+            _counts(0, 3, 1, 2, r1=3),
+        ),
+        (_counts(1, 0, 0, 0, r0=1), _counts(1, 0, 0, 0, r0=1), _counts(0, 0, 0, 0)),
+    ],
+)
+def test_difference_is_the_phase(
+    after: dict[str, Any], before: dict[str, Any], want: dict[str, Any]
+) -> None:
+    assert difference(after, before) == want
+
+
+def test_shard_names_are_the_scheduler_applications() -> None:
+    sched = "services.scheduler.deployment:build_app"
+    config = {
+        "applications": [
+            {"name": "replica-0", "import_path": "services.replica.deployment:build_app"},
+            {"name": "scheduler", "import_path": sched},
+            {"name": "scheduler-1", "import_path": sched},
+            {"name": "ingress", "import_path": "services.ingress.deployment:build_app"},
+        ]
+    }
+    assert shard_names(config) == ["scheduler", "scheduler-1"]
 
 
 def test_describe_gives_the_fast_path_share_and_replicas() -> None:
-    paths = admission_paths(
-        [_grouping(1, **FAST, **{"slomesh.replica": "replica-0"})] * 3
-        + [_grouping(2, **ADMIT, **{"slomesh.replica": "replica-1"})]
-    )
+    paths = _counts(3, 1, 0, 0, **{"replica-0": 3, "replica-1": 1})
     assert admitted(paths) == 4
     assert describe(paths) == (
         "4 admitted: 3 on lease credits (fast path, 75%), 1 by Admit (0 of them queued first); "
         "0 refused; placements: replica-0 3, replica-1 1"
     )
-    assert describe(admission_paths([])).startswith("no admissions recorded")
+    assert describe(_counts(0, 0, 0, 2)).startswith("no admissions counted")
 
 
 def test_page_reports_admissions_and_scheduler_cpu_per_admission() -> None:

@@ -76,7 +76,14 @@ def test_placements_and_reports_run_in_order_and_the_answer_is_a_grant() -> None
         grant = await sched.Sync(scheduler_pb2.SyncBatch(ingress_id="ing", items=items))
         assert set(sched.core.replicas["replica-0"].in_flight) == {"b"}
         assert not sched.core.replicas["replica-1"].in_flight
-        assert sched.leases.placed == 2
+        assert sched.counts.fast_path == 2  # the scheduler's admission counters
+        assert await sched.AdmissionCounts() == {
+            "fast_path": 2,
+            "admit": 0,
+            "queued": 0,
+            "refused": 0,
+            "by_replica": {"replica-0": 2},
+        }
         limits = {c.replica.application: c.limit for c in grant.credits}
         assert set(limits) == set(REPLICAS)
         assert limits["replica-0"] > 2  # two noticed, more credit on top

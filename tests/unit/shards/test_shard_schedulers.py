@@ -97,6 +97,9 @@ def test_two_shards_divide_the_replicas_and_say_so_in_health() -> None:
         assert placed <= b.shards.owned
         counted = await b.Health(scheduler_pb2.HealthQuery())
         assert (counted.admitted_total, counted.fast_path_total) == (6, 0)  # all by Admit
+        counts = await b.AdmissionCounts()
+        assert (counts["admit"], counts["fast_path"], counts["refused"]) == (6, 0, 0)
+        assert set(counts["by_replica"]) == placed and sum(counts["by_replica"].values()) == 6
 
     asyncio.run(run())
 
