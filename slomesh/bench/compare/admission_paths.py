@@ -56,7 +56,7 @@ def difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read(config_path: Path, timeout_s: float = 90.0) -> dict[str, Any] | None:
+def read(config_path: Path, timeout_s: float = 45.0) -> dict[str, Any] | None:
     """The mesh's admission counters now (the sum over its shards), by a driver process of its
     own; None when it cannot read them (the reason goes to stderr)."""
     cmd = [sys.executable, "-m", "slomesh.bench.compare.admission_paths", str(config_path)]
@@ -110,7 +110,10 @@ def main(argv: list[str]) -> int:
     """Print the summed counters of the shards of the mesh config at argv[0] (running now)."""
     import asyncio
     import logging
+    import os
 
+    # the mesh's embedded Ray checks Ray's token, as `slomesh up` set it (slomesh/cli/main.py)
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
     import yaml
 
