@@ -17,6 +17,13 @@ from slomesh.bench.compare.admission_paths import (
     total,
 )
 from slomesh.bench.compare.hot_path import render
+from slomesh.bench.compare.run import PhaseCounters
+from slomesh.bench.compare.stats import SystemResult
+from slomesh.bench.compare.systems import SystemSpec
+
+
+def _spec(counters: Any = None) -> SystemSpec:
+    return SystemSpec("slomesh", 1, ["x"], "http://127.0.0.1:1/v1", "m", counters=counters)
 
 
 def _counts(fast: int, admit: int, queued: int, refused: int, **by: int) -> dict[str, Any]:
@@ -109,3 +116,40 @@ def test_page_reports_admissions_and_scheduler_cpu_per_admission() -> None:
     assert "200 admitted: 150 on lease credits (fast path, 75%)" in page
     assert "Scheduler CPU per admission: 0.40 ms (0.08 s over 200 admissions)" in page
     assert "target <= 0.5 ms: **met**" in page
+
+
+@pytest.mark.parametrize(
+    ("readings", "want"),
+    [
+        # (the counters' readings in order; the phase's admissions, or none without a reading)
+        (
+            [
+                {"fast_path": 2, "admit": 1, "by_replica": {"r0": 3}},
+                {"fast_path": 9, "admit": 1, "refused": 1, "by_replica": {"r0": 10}},
+            ],
+            {"fast_path": 7, "admit": 0, "queued": 0, "refused": 1, "by_replica": {"r0": 7}},
+        ),
+        ([None, {"fast_path": 1}], None),  # the first reading failed: no figure, not a wrong one
+        ([{"fast_path": 1}, None], None),
+    ],
+)
+def test_phase_counters_give_the_difference_over_the_phase(
+    readings: list[Any], want: dict[str, Any] | None
+) -> None:
+
+    left = list(readings)
+    spec = _spec(lambda: left.pop(0))
+    result = SystemResult("slomesh", 1)
+    marks = PhaseCounters(spec, result)
+    marks.start()
+    marks.end("concurrency 8")
+    assert result.admissions.get("concurrency 8") == want
+
+
+def test_a_system_without_counters_has_no_admissions() -> None:
+
+    result = SystemResult("bare-vllm", 1)
+    marks = PhaseCounters(_spec(), result)
+    marks.start()
+    marks.end("concurrency 8")
+    assert result.admissions == {}

@@ -4,19 +4,12 @@ when a system cannot start), with test doubles for processes and clocks."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from slomesh.bench.compare.cpu import CpuSplit, is_engine_process
-from slomesh.bench.compare.run import (
-    PhaseCounters,
-    Plan,
-    parse_systems,
-    run_system,
-    slomesh_config,
-)
+from slomesh.bench.compare.run import Plan, parse_systems, run_system, slomesh_config
 from slomesh.bench.compare.stats import (
     SystemResult,
     compare_json,
@@ -375,38 +368,3 @@ def test_slomesh_config_with_one_engine_drops_the_other_replicas_everywhere(tmp_
     both = slomesh_config(config, tmp_path / "t.jsonl")  # 0: every replica kept
     assert len(both["applications"]) == 4
     assert len(config["applications"][2]["args"]["replicas"]) == 2  # input left alone
-
-
-@pytest.mark.parametrize(
-    ("readings", "want"),
-    [
-        # (the counters' readings in order; the phase's admissions, or none without a reading)
-        (
-            [
-                {"fast_path": 2, "admit": 1, "by_replica": {"r0": 3}},
-                {"fast_path": 9, "admit": 1, "refused": 1, "by_replica": {"r0": 10}},
-            ],
-            {"fast_path": 7, "admit": 0, "queued": 0, "refused": 1, "by_replica": {"r0": 7}},
-        ),
-        ([None, {"fast_path": 1}], None),  # the first reading failed: no figure, not a wrong one
-        ([{"fast_path": 1}, None], None),
-    ],
-)
-def test_phase_counters_give_the_difference_over_the_phase(readings, want):
-
-    left = list(readings)
-    spec = replace(_spec(), counters=lambda: left.pop(0))
-    result = SystemResult("slomesh", 1)
-    marks = PhaseCounters(spec, result)
-    marks.start()
-    marks.end("concurrency 8")
-    assert result.admissions.get("concurrency 8") == want
-
-
-def test_a_system_without_counters_has_no_admissions():
-
-    result = SystemResult("bare-vllm", 1)
-    marks = PhaseCounters(_spec(), result)
-    marks.start()
-    marks.end("concurrency 8")
-    assert result.admissions == {}
