@@ -49,6 +49,7 @@ from services.predictor.core.learned.features import FeatureBlocks, FeatureConfi
 from services.predictor.core.learned.history import LengthHistory
 from services.predictor.core.learned.online_layer import OnlineLayer, OnlineLayerConfig, shift_probs
 from services.predictor.core.learned.ordinal import OrdinalSGD
+from services.predictor.core.learned.pending import PendingRows
 from shared.domain import Request
 from shared.domain.length_distribution import (
     LengthDistribution,
@@ -88,10 +89,11 @@ class LearnedConfig(BaseModel):
 
 @dataclass(frozen=True, eq=False)
 class _Seen:
-    """What a prediction kept for its observe(): the feature row, the layer's inputs and the
-    bucket probabilities served (for the p90 miss)."""
+    """What a prediction kept for its observe(): the feature row (row `index` of its batch's
+    `blocks`), the layer's inputs and the bucket probabilities served (for the p90 miss)."""
 
-    row: FeatureBlocks
+    blocks: FeatureBlocks
+    index: int
     z: NDArray[np.float64] | None
     folded: NDArray[np.float32] | None
     prior_log_mean: float
@@ -132,7 +134,7 @@ class LearnedPredictor:
         self.config = config or LearnedConfig()
         self._observations = 0
         self.online_batches = 0
-        self._pending_rows: list[sp.csr_matrix] = []
+        self._pending_rows = PendingRows()
         self._pending_buckets: list[int] = []
         self._cache: OrderedDict[str, _Seen] = OrderedDict()
         layer = self.config.online_layer
@@ -216,7 +218,8 @@ class LearnedPredictor:
             )
         seen = [
             _Seen(
-                rows.row(i),
+                rows,
+                i,
                 None if z is None else z[i],
                 None if folded is None else folded[i],
                 float(log_mean[i]),
@@ -250,8 +253,7 @@ class LearnedPredictor:
             y = np.asarray([float(output_tokens)])
             missed = p90_misses(self.upper, seen.probs[None, :], self.centres, y)
             self.conformal.observe(request.model, bool(missed[0]))
-        row = seen.row
-        self._pending_rows.append(row.matrix())
+        self._pending_rows.add(seen.blocks, seen.index)
         self._pending_buckets.append(bucket_index(self.upper, int(output_tokens)))
         self.history.observe(request.tenant, request.model, int(output_tokens))
         self._observations += 1
@@ -270,12 +272,13 @@ class LearnedPredictor:
         n = len(self._pending_rows)
         if n == 0:
             return 0
-        x = sp.vstack(self._pending_rows, format="csr")
+        x = self._pending_rows.matrix()
         y = np.asarray(self._pending_buckets, dtype=np.int64)
         self.ordinal.partial_fit(
             x, y, learning_rate="constant", eta0=self.config.online_learning_rate
         )
-        self._pending_rows, self._pending_buckets = [], []
+        self._pending_rows.clear()
+        self._pending_buckets = []
         self.online_batches += 1
         return n
 
@@ -306,7 +309,7 @@ class LearnedPredictor:
         arrays: dict[str, NDArray[np.generic]] = dict(self.ordinal.arrays())
         if self.layer is not None:
             arrays.update(self.layer.arrays())
-        pending = sp.vstack(self._pending_rows, format="csr") if self._pending_rows else None
+        pending = self._pending_rows.matrix() if len(self._pending_rows) else None
         if pending is not None:
             arrays["pending_data"] = pending.data
             arrays["pending_indices"] = pending.indices.astype(np.int64)
@@ -349,7 +352,8 @@ class LearnedPredictor:
                 (arrays["pending_data"], arrays["pending_indices"], arrays["pending_indptr"]),
                 shape=(len(buckets), features.n_features),
             )
-            p._pending_rows = [x[i] for i in range(len(buckets))]
+            for i in range(len(buckets)):
+                p._pending_rows.add(x, i)
             p._pending_buckets = [int(b) for b in buckets]
         if p.layer is not None and "layer_w" in arrays:
             p.layer.load_arrays(arrays)
