@@ -209,10 +209,11 @@ class ModelHost(Generic[S]):
 
     def status(self) -> EngineStatus:
         """The active engine's state; requests waiting for their model count as waiting, and
-        while a swap runs the model being loaded is reported active."""
+        while a swap runs the model it swaps from is reported active until the new one is
+        loaded (the simulated engine's rule: its requests wait until then)."""
         waiting = len(self._line)
         if self._serving is None:
-            return EngineStatus(self._loading or self.active, waiting, 0, 0, 0, 0, 0, 0)
+            return EngineStatus(self.active, waiting, 0, 0, 0, 0, 0, 0)
         st = self.loader.status(self._serving)
         return replace(st, active_model=self.active, waiting=st.waiting + waiting)
 

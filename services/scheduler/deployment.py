@@ -317,6 +317,15 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         with self._tracer.start_as_current_span(f"lso.{action.kind}") as span:
             span.set_attribute("slomesh.replica", action.application)
             span.set_attribute("slomesh.request_ids", list(action.request_ids))
+            if action.kind == "swap":  # what the scheduler saw of the replica when it sent it
+                view = self.core.replicas[action.application]
+                st = view.status()
+                span.set_attribute("slomesh.model", action.model)
+                span.set_attribute("slomesh.view.active_model", st.active_model or "")
+                span.set_attribute("slomesh.view.waiting", st.waiting)
+                span.set_attribute("slomesh.view.running", st.running)
+                placed = [r.model for r in view.in_flight.values()]
+                span.set_attribute("slomesh.view.placed_models", placed)
             # a replica that is gone fails its requests at the ingress, which reports them
             with contextlib.suppress(CallFailed):
                 await self.client.call(action.application, "replica", method, message)

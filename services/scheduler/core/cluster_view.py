@@ -45,6 +45,9 @@ class PendingChange:
     """Prompt tokens of the placed requests."""
     output_tokens: int = 0
     """Output tokens the placed requests will generate (max_tokens when not known)."""
+    placed_models: tuple[str, ...] = ()
+    """The model of each request placed here, in placement order (resumed ones not listed):
+    a replica with several models runs only those of its active model (live_view.py)."""
 
     def plus(self, other: PendingChange) -> PendingChange:
         return PendingChange(
@@ -54,6 +57,7 @@ class PendingChange:
             self.resumed + other.resumed,
             self.prefill_tokens + other.prefill_tokens,
             self.output_tokens + other.output_tokens,
+            self.placed_models + other.placed_models,
         )
 
 

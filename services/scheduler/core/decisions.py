@@ -232,5 +232,6 @@ class Decisions:
                 added=1,
                 prefill_tokens=request.input_tokens,
                 output_tokens=request.output_tokens_to_generate,
+                placed_models=(request.model,),
             )
         )

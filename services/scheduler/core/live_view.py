@@ -55,8 +55,8 @@ class LiveReplica:
     none known). A request for one of them placed here waits there until the running ones of
     the active model finish and the replica has swapped (services/replica/model_host.py)."""
     active: str = ""
-    """The model the replica has active, or is swapping to (its Status' active_model); "":
-    `model`, the one it starts on."""
+    """The model the replica has loaded (its Status' active_model: while a swap runs, the one
+    it swaps from, as the simulated engine's); "": `model`, the one it starts on."""
     adapters: tuple[str, ...] = ()
     """The LoRA adapters the replica reported loaded (its latest state's loaded_adapters),
     least recently used first."""
@@ -101,7 +101,7 @@ class LiveReplica:
         return p.weight_bytes / p.cold_load_bytes_s
 
     def observe_active(self, model: str) -> None:
-        """The replica's Status named `model` active (or being swapped to)."""
+        """The replica's Status named `model` active."""
         if model and self.serves(model):
             self.active = model
 
@@ -109,13 +109,19 @@ class LiveReplica:
         return self.status_after(PendingChange())
 
     def status_after(self, change: PendingChange) -> EngineStatus:
-        """In flight beyond `max_num_seqs` counts as waiting; no KV figures."""
+        """In flight beyond `max_num_seqs` counts as waiting, and so, on a replica with several
+        models, does every request from the first one placed for a model other than the active
+        one on (`blocked`); no KV figures."""
         n = len(self.in_flight) + change.added - change.evicted_waiting - change.evicted_running
         evicted = len(self.evicted) + change.evicted_waiting + change.evicted_running
+        placed = [r.model for r in self.in_flight.values()]
+        running = min(
+            max(0, n - blocked(self, [*placed, *change.placed_models])), self.max_num_seqs
+        )
         return EngineStatus(
             active_model=self.active_model,
-            waiting=max(0, n - self.max_num_seqs),
-            running=min(n, self.max_num_seqs),
+            waiting=n - running,
+            running=running,
             evicted=evicted - change.resumed,
             kv_used_blocks=0,
             kv_total_blocks=0,
@@ -189,3 +195,16 @@ class LiveReplica:
         """The decisions not yet carried out, oldest first; the caller now owns them."""
         actions, self.pending = self.pending, []
         return actions
+
+
+def blocked(replica: LiveReplica, placed: Sequence[str]) -> int:
+    """How many of the requests placed on `replica` (their models, in placement order) wait for
+    a swap: a replica with several models runs only its active model's requests, and takes
+    them in placement order (services/replica/model_host.py: the first request for another model
+    holds those behind it), so every request from the first one of a model it serves but does
+    not have active on waits, as the simulated engine holds them in its waiting queue."""
+    active = replica.active_model
+    for k, model in enumerate(placed):
+        if model != active and replica.serves(model):
+            return len(placed) - k
+    return 0
