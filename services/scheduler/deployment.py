@@ -252,6 +252,9 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             if self.core.record_probe(
                 name, state is not None, now, self.args.failures_to_unhealthy
             ):
+                with self._tracer.start_as_current_span("replica.health") as span:
+                    span.set_attribute("slomesh.replica", name)
+                    span.set_attribute("slomesh.healthy", state is not None)
                 self._dispatch()
             if state is not None and name not in self._pooled:
                 self._queue_report(name, state)
