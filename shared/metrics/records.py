@@ -131,9 +131,9 @@ class InstanceStats:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """Output of one simulated (or live) run of one policy over one workload."""
+    """Output of one simulated (or live) run of one stack over one workload."""
 
-    policy: str
+    stack: str
     records: list[RequestRecord]
     instances: list[InstanceStats]
     start_s: float

@@ -1,4 +1,4 @@
-"""Aggregate one run's request records into a policy summary (SLO attainment, goodput, tails).
+"""Aggregate one run's request records into a stack summary (SLO attainment, goodput, tails).
 
 Conventions:
 - Attainment counts every request in the denominator: rejected and unfinished ones are not met.
@@ -76,10 +76,10 @@ class ClassSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicySummary:
-    """Everything the bench reports about one policy's run. Field names are the JSON keys."""
+class StackSummary:
+    """Everything the bench reports about one stack's run. Field names are the JSON keys."""
 
-    policy: str
+    stack: str
     slo_attainment: float
     attainment_by_class: dict[str, float]
     tpot_attainment_admitted: float
@@ -185,8 +185,8 @@ def load_imbalance(instances: list[InstanceStats]) -> float:
     return float(np.std(np.asarray(finishes, dtype=float), ddof=0))
 
 
-def summarize(run: RunResult) -> PolicySummary:
-    """Aggregate `run` into a PolicySummary (see the module docstring for the conventions)."""
+def summarize(run: RunResult) -> StackSummary:
+    """Aggregate `run` into a StackSummary (see the module docstring for the conventions)."""
     records = run.records
     duration = run.end_s - run.start_s
     finished = [r for r in records if r.finished]
@@ -211,8 +211,8 @@ def summarize(run: RunResult) -> PolicySummary:
             answered[b] = max(answered.get(b, 0.0), r.rejected_s - r.arrival_s)
     n_inst = len(run.instances)
     busy = sum(i.busy_s for i in run.instances)
-    return PolicySummary(
-        policy=run.policy,
+    return StackSummary(
+        stack=run.stack,
         slo_attainment=_fraction(met, len(records)),
         attainment_by_class={name: cs.attainment for name, cs in by_class.items()},
         tpot_attainment_admitted=tpot_attainment_admitted(finished),

@@ -18,9 +18,9 @@ RESERVED_KEYS = frozenset({"scenario", "seeds", "requests", "results"})
 
 @dataclass(frozen=True, slots=True)
 class CapacityRow:
-    """One policy: median capacity (r/s), capacity per seed, and its JSON result row."""
+    """One stack: median capacity (r/s), capacity per seed, and its JSON result row."""
 
-    policy: str
+    stack: str
     capacity_rps: float
     by_seed: Mapping[int, float]
     json: Mapping[str, Any] = field(default_factory=dict)
@@ -42,14 +42,14 @@ def ratio(a: float, b: float) -> float | None:
 
 
 def format_capacity_table(rows: Sequence[CapacityRow], target: float) -> str:
-    """Rows: policies; columns: capacity per seed, median, and x baseline for each baseline
-    among the policies."""
+    """Rows: stacks; columns: capacity per seed, median, and x baseline for each baseline
+    among the stacks."""
     seeds = list(dict.fromkeys(s for r in rows for s in r.by_seed))
-    by_policy = {r.policy: r for r in rows}
-    bases = [b for b in BASELINES if b in by_policy]
+    by_stack = {r.stack: r for r in rows}
+    bases = [b for b in BASELINES if b in by_stack]
     every = any(r.every_class_rps is not None for r in rows)
     headers = [
-        "policy",
+        "stack",
         *(f"seed {s} r/s" for s in seeds),
         f"capacity r/s (median, >= {100 * target:g}% SLO)",
         *([f"every class r/s (median, each >= {100 * target:g}%)"] if every else []),
@@ -57,12 +57,12 @@ def format_capacity_table(rows: Sequence[CapacityRow], target: float) -> str:
     ]
     body = []
     for r in rows:
-        ratios = [ratio(r.headline_rps(), by_policy[b].headline_rps()) for b in bases]
+        ratios = [ratio(r.headline_rps(), by_stack[b].headline_rps()) for b in bases]
         open_median = ">=" if r.unbounded_seeds else ""
         every_cell = _bound(r.every_class_unbounded) + fmt_num(r.every_class_rps, 2)
         body.append(
             [
-                r.policy,
+                r.stack,
                 *(_bound(s in r.unbounded_seeds) + fmt_num(r.by_seed.get(s), 2) for s in seeds),
                 open_median + fmt_num(r.capacity_rps, 2),
                 *([every_cell] if every else []),
@@ -82,7 +82,7 @@ def _bound(unbounded: bool) -> str:
 
 
 def plot_capacity(out_dir: Path, rows: Sequence[CapacityRow], target: float) -> Path:
-    """capacity.png: a bar per policy at its median capacity, a dot per seed."""
+    """capacity.png: a bar per stack at its median capacity, a dot per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -96,7 +96,7 @@ def plot_capacity(out_dir: Path, rows: Sequence[CapacityRow], target: float) -> 
             vals = list(r.by_seed.values())
             ax.scatter([x] * len(vals), vals, color="black", s=12, zorder=3)
         ax.set_xticks(xs)
-        ax.set_xticklabels([r.policy for r in rows], rotation=20 if len(rows) > 4 else 0)
+        ax.set_xticklabels([r.stack for r in rows], rotation=20 if len(rows) > 4 else 0)
         ax.set_ylabel("arrival rate r/s")
         ax.set_title(f"capacity at >= {100 * target:g}% SLO attainment (dots: seeds)")
         ax.grid(alpha=0.3, axis="y")

@@ -1,4 +1,4 @@
-"""PNG charts of policy summaries and rate sweeps (matplotlib, Agg backend, object API).
+"""PNG charts of stack summaries and rate sweeps (matplotlib, Agg backend, object API).
 
 matplotlib is imported and switched to Agg only inside the plotting functions, so importing this
 module has no side effects. Every figure is closed after it is saved.
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.metrics.summary import PolicySummary
+from shared.metrics.summary import StackSummary
 from shared.report.table import class_names
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ def _width(n_groups: int) -> float:
     return max(6.0, 1.6 * n_groups + 2.0)
 
 
-def plot_attainment(out_dir: Path, summaries: list[PolicySummary]) -> Path:
-    """attainment.png: grouped bars of overall and per-class SLO attainment % per policy."""
-    policies = [s.policy for s in summaries]
+def plot_attainment(out_dir: Path, summaries: list[StackSummary]) -> Path:
+    """attainment.png: grouped bars of overall and per-class SLO attainment % per stack."""
+    stacks = [s.stack for s in summaries]
     series: dict[str, list[float | None]] = {
         "overall": [100.0 * s.slo_attainment for s in summaries]
     }
@@ -79,50 +79,50 @@ def plot_attainment(out_dir: Path, summaries: list[PolicySummary]) -> Path:
             None if name not in s.attainment_by_class else 100.0 * s.attainment_by_class[name]
             for s in summaries
         ]
-    fig, ax = _new_figure(_width(len(policies)), 4.5)
-    _grouped_bars(ax, policies, series)
+    fig, ax = _new_figure(_width(len(stacks)), 4.5)
+    _grouped_bars(ax, stacks, series)
     ax.set_ylim(0.0, 105.0)
     ax.set_ylabel("SLO attainment %")
-    ax.set_title("SLO attainment by policy (overall and per class)")
+    ax.set_title("SLO attainment by stack (overall and per class)")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, out_dir / "attainment.png")
 
 
-def plot_latency(out_dir: Path, summaries: list[PolicySummary]) -> Path:
-    """latency.png: TTFT p50/p99 and E2E p50 per policy; log scale when the range is wide."""
-    policies = [s.policy for s in summaries]
+def plot_latency(out_dir: Path, summaries: list[StackSummary]) -> Path:
+    """latency.png: TTFT p50/p99 and E2E p50 per stack; log scale when the range is wide."""
+    stacks = [s.stack for s in summaries]
     series: dict[str, list[float | None]] = {
         "TTFT p50": [s.ttft_p50_s for s in summaries],
         "TTFT p99": [s.ttft_p99_s for s in summaries],
         "E2E p50": [s.e2e_p50_s for s in summaries],
     }
-    fig, ax = _new_figure(_width(len(policies)), 4.5)
-    _grouped_bars(ax, policies, series)
+    fig, ax = _new_figure(_width(len(stacks)), 4.5)
+    _grouped_bars(ax, stacks, series)
     positive = [v for vs in series.values() for v in vs if v is not None and v > 0]
     if positive and max(positive) / min(positive) > LOG_SCALE_RATIO:
         ax.set_yscale("log")
     ax.set_ylabel("seconds")
-    ax.set_title("Latency by policy")
+    ax.set_title("Latency by stack")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, out_dir / "latency.png")
 
 
-def plot_throughput(out_dir: Path, summaries: list[PolicySummary]) -> Path:
-    """throughput.png: goodput (SLO-met r/s) next to throughput (finished r/s) per policy."""
-    policies = [s.policy for s in summaries]
+def plot_throughput(out_dir: Path, summaries: list[StackSummary]) -> Path:
+    """throughput.png: goodput (SLO-met r/s) next to throughput (finished r/s) per stack."""
+    stacks = [s.stack for s in summaries]
     series: dict[str, list[float | None]] = {
         "goodput": [s.goodput_rps for s in summaries],
         "throughput": [s.throughput_rps for s in summaries],
     }
-    fig, ax = _new_figure(_width(len(policies)), 4.5)
-    _grouped_bars(ax, policies, series)
+    fig, ax = _new_figure(_width(len(stacks)), 4.5)
+    _grouped_bars(ax, stacks, series)
     ax.set_ylabel("requests / s")
-    ax.set_title("Goodput vs throughput by policy")
+    ax.set_title("Goodput vs throughput by stack")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, out_dir / "throughput.png")
 
 
-def plot_summaries(out_dir: Path, summaries: list[PolicySummary]) -> list[Path]:
+def plot_summaries(out_dir: Path, summaries: list[StackSummary]) -> list[Path]:
     """Write attainment.png, latency.png and throughput.png under `out_dir`; return their paths."""
     return [
         plot_attainment(out_dir, summaries),
@@ -133,18 +133,18 @@ def plot_summaries(out_dir: Path, summaries: list[PolicySummary]) -> list[Path]:
 
 def _plot_vs_rate(
     path: Path,
-    sweep: Mapping[str, Sequence[tuple[float, PolicySummary]]],
+    sweep: Mapping[str, Sequence[tuple[float, StackSummary]]],
     value_label: str,
     title: str,
     scale: float,
     attr: str,
 ) -> Path:
     fig, ax = _new_figure(7.0, 4.5)
-    for policy, points in sweep.items():
+    for stack, points in sweep.items():
         ordered = sorted(points, key=lambda p: p[0])
         xs = [rate for rate, _ in ordered]
         ys = [scale * float(getattr(s, attr)) for _, s in ordered]
-        ax.plot(xs, ys, marker="o", label=policy)
+        ax.plot(xs, ys, marker="o", label=stack)
     if attr == "slo_attainment":
         ax.set_ylim(0.0, 105.0)
     ax.set_xlabel("arrival rate (r/s)")
@@ -157,9 +157,9 @@ def _plot_vs_rate(
 
 
 def plot_sweep(
-    out_dir: Path, sweep: Mapping[str, Sequence[tuple[float, PolicySummary]]]
+    out_dir: Path, sweep: Mapping[str, Sequence[tuple[float, StackSummary]]]
 ) -> list[Path]:
-    """Write attainment_vs_rate.png and goodput_vs_rate.png: one line per policy."""
+    """Write attainment_vs_rate.png and goodput_vs_rate.png: one line per stack."""
     return [
         _plot_vs_rate(
             out_dir / "attainment_vs_rate.png",

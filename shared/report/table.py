@@ -1,15 +1,15 @@
-"""Markdown tables of policy summaries, padded so they also read well in a terminal."""
+"""Markdown tables of stack summaries, padded so they also read well in a terminal."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from shared.metrics.summary import PolicySummary
+from shared.metrics.summary import StackSummary
 
 MISSING = "-"
 
 SUMMARY_HEADERS: tuple[str, ...] = (
-    "policy",
+    "stack",
     "SLO attainment %",
     "per-class attainment",
     "goodput r/s",
@@ -28,7 +28,7 @@ SUMMARY_HEADERS: tuple[str, ...] = (
 )
 
 CLASS_HEADERS: tuple[str, ...] = (
-    "policy",
+    "stack",
     "requests",
     "SLO attainment %",
     "TTFT p50 s",
@@ -81,17 +81,17 @@ def markdown_table(
     return "\n".join([line(head), line(rule), *(line(r) for r in body)])
 
 
-def format_class_attainment(summary: PolicySummary) -> str:
+def format_class_attainment(summary: StackSummary) -> str:
     """Per-class attainment as "batch 25.0, chat 50.0" (percent), or "-" without classes."""
     if not summary.attainment_by_class:
         return MISSING
     return ", ".join(f"{name} {fmt_pct(v)}" for name, v in summary.attainment_by_class.items())
 
 
-def summary_row(s: PolicySummary) -> list[str]:
+def summary_row(s: StackSummary) -> list[str]:
     """One row of `format_table` for summary `s`."""
     return [
-        s.policy,
+        s.stack,
         fmt_pct(s.slo_attainment),
         format_class_attainment(s),
         fmt_num(s.goodput_rps, 2),
@@ -110,27 +110,27 @@ def summary_row(s: PolicySummary) -> list[str]:
     ]
 
 
-def format_table(summaries: list[PolicySummary]) -> str:
-    """One markdown row per policy: attainment, goodput, throughput, latency tails, costs."""
+def format_table(summaries: list[StackSummary]) -> str:
+    """One markdown row per stack: attainment, goodput, throughput, latency tails, costs."""
     return markdown_table(SUMMARY_HEADERS, [summary_row(s) for s in summaries], left=(0, 2))
 
 
-def class_names(summaries: Sequence[PolicySummary]) -> list[str]:
+def class_names(summaries: Sequence[StackSummary]) -> list[str]:
     """Sorted union of the SLO classes seen in `summaries`."""
     return sorted({name for s in summaries for name in s.by_class})
 
 
-def format_class_table(summaries: list[PolicySummary], class_name: str) -> str:
-    """One row per policy for one SLO class ("-" where a policy saw none of that class)."""
+def format_class_table(summaries: list[StackSummary], class_name: str) -> str:
+    """One row per stack for one SLO class ("-" where a stack saw none of that class)."""
     rows: list[list[str]] = []
     for s in summaries:
         c = s.by_class.get(class_name)
         if c is None:
-            rows.append([s.policy, "0", MISSING, MISSING, MISSING, MISSING, MISSING])
+            rows.append([s.stack, "0", MISSING, MISSING, MISSING, MISSING, MISSING])
             continue
         rows.append(
             [
-                s.policy,
+                s.stack,
                 str(c.requests),
                 fmt_pct(c.attainment),
                 fmt_num(c.ttft_p50_s),
@@ -142,7 +142,7 @@ def format_class_table(summaries: list[PolicySummary], class_name: str) -> str:
     return markdown_table(CLASS_HEADERS, rows)
 
 
-def format_class_tables(summaries: list[PolicySummary]) -> str:
+def format_class_tables(summaries: list[StackSummary]) -> str:
     """A "### class <name>" section with `format_class_table` for every class seen."""
     sections = [
         f"### class {name}\n\n{format_class_table(summaries, name)}"

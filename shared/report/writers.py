@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.metrics.summary import PolicySummary, round_sig
+from shared.metrics.summary import StackSummary, round_sig
 from shared.report.plots import plot_sweep
 from shared.report.table import fmt_num, fmt_pct, format_class_tables, format_table, markdown_table
 
@@ -28,7 +28,7 @@ def write_summary(
     scenario: str,
     seed: int,
     requests: int,
-    summaries: list[PolicySummary],
+    summaries: list[StackSummary],
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write out_dir/summary.json and out_dir/summary.md; return the JSON dict.
@@ -58,21 +58,21 @@ def write_summary(
     return data
 
 
-def _rates(sweep: Mapping[str, Sequence[tuple[float, PolicySummary]]]) -> list[float]:
+def _rates(sweep: Mapping[str, Sequence[tuple[float, StackSummary]]]) -> list[float]:
     return sorted({rate for points in sweep.values() for rate, _ in points})
 
 
 def _pivot(
-    sweep: Mapping[str, Sequence[tuple[float, PolicySummary]]],
+    sweep: Mapping[str, Sequence[tuple[float, StackSummary]]],
     cell: str,
 ) -> str:
-    """Rows: arrival rates; columns: policies; cells: attainment % or goodput r/s."""
-    policies = list(sweep)
+    """Rows: arrival rates; columns: stacks; cells: attainment % or goodput r/s."""
+    stacks = list(sweep)
     rows: list[list[str]] = []
     for rate in _rates(sweep):
         row = [f"{rate:g}"]
-        for policy in policies:
-            match = [s for r, s in sweep[policy] if r == rate]
+        for stack in stacks:
+            match = [s for r, s in sweep[stack] if r == rate]
             if not match:
                 row.append("-")
             elif cell == "attainment":
@@ -80,17 +80,17 @@ def _pivot(
             else:
                 row.append(fmt_num(match[0].goodput_rps, 2))
         rows.append(row)
-    return markdown_table(["rate r/s", *policies], rows)
+    return markdown_table(["rate r/s", *stacks], rows)
 
 
-def format_sweep_tables(sweep: Mapping[str, Sequence[tuple[float, PolicySummary]]]) -> str:
-    """Markdown: attainment and goodput pivots, then one detail row per (policy, rate)."""
+def format_sweep_tables(sweep: Mapping[str, Sequence[tuple[float, StackSummary]]]) -> str:
+    """Markdown: attainment and goodput pivots, then one detail row per (stack, rate)."""
     detail: list[list[str]] = []
-    for policy, points in sweep.items():
+    for stack, points in sweep.items():
         for rate, s in sorted(points, key=lambda p: p[0]):
             detail.append(
                 [
-                    policy,
+                    stack,
                     f"{rate:g}",
                     fmt_pct(s.slo_attainment),
                     fmt_num(s.goodput_rps, 2),
@@ -102,7 +102,7 @@ def format_sweep_tables(sweep: Mapping[str, Sequence[tuple[float, PolicySummary]
                 ]
             )
     headers = [
-        "policy",
+        "stack",
         "rate r/s",
         "SLO attainment %",
         "goodput r/s",
@@ -129,13 +129,13 @@ def write_sweep(
     scenario: str,
     seed: int,
     requests: int,
-    sweep: dict[str, list[tuple[float, PolicySummary]]],
+    sweep: dict[str, list[tuple[float, StackSummary]]],
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write sweep.json, sweep.md, attainment_vs_rate.png and goodput_vs_rate.png; return the dict.
 
-    `sweep` maps policy -> [(arrival rate r/s, summary)]. The JSON is {"scenario", "seed",
-    "requests", "sweep": {policy: [{"rate_rps": rate, **summary.to_dict()}, ...]}} (points in
+    `sweep` maps stack -> [(arrival rate r/s, summary)]. The JSON is {"scenario", "seed",
+    "requests", "sweep": {stack: [{"rate_rps": rate, **summary.to_dict()}, ...]}} (points in
     increasing rate order) followed by the keys of `extra`.
     """
     extra = extra or {}
@@ -147,11 +147,11 @@ def write_sweep(
         "seed": seed,
         "requests": requests,
         "sweep": {
-            policy: [
+            stack: [
                 {"rate_rps": round_sig(rate), **s.to_dict()}
                 for rate, s in sorted(points, key=lambda p: p[0])
             ]
-            for policy, points in sweep.items()
+            for stack, points in sweep.items()
         },
         **extra,
     }

@@ -1,4 +1,4 @@
-"""Capacity at SLO: the highest arrival rate at which a policy's SLO attainment stays >= a target.
+"""Capacity at SLO: the highest arrival rate at which a stack's SLO attainment stays >= a target.
 
 The search is pure: it only calls `probe(rate) -> attainment` and compares with the target.
 
@@ -50,7 +50,7 @@ class CapacitySettings(BaseModel):
     every_class: bool = True
     """Also search the every-class capacity (each SLO class >= target), beside the overall one."""
     workers: int = Field(default=2, ge=1, le=2)
-    """Worker processes over (policy, seed) pairs (this machine has 2 cores)."""
+    """Worker processes over (stack, seed) pairs (this machine has 2 cores)."""
 
     @field_validator("seeds")
     @classmethod

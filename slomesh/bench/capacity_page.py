@@ -28,7 +28,7 @@ PEERS: tuple[str, ...] = ("llm-d", "ray-serve-llm", "ray-serve-llm-prefix")
 def row_json(row: CapacityRow, command: str = "") -> dict[str, Any]:
     return {
         "command": command,
-        "stack": row.policy,
+        "stack": row.stack,
         "capacity_rps": row.capacity_rps,
         "by_seed": {str(k): v for k, v in row.by_seed.items()},
         "unbounded_seeds": sorted(row.unbounded_seeds),
@@ -70,7 +70,7 @@ def _flagship_lines(scenarios: Mapping[str, Any]) -> list[list[str]]:
             [
                 name,
                 fmt_num(flag, 2),
-                best.policy,
+                best.stack,
                 fmt_num(best.headline_rps(), 2),
                 fmt_num(ratio, 2),
             ]
@@ -189,7 +189,7 @@ def _store(
         old.get("probe_min_duration_s"),
     ) == (seeds, requests, target, duration_s)
     if old is not None and same:
-        searched = {r.policy for r in rows}
+        searched = {r.stack for r in rows}
         kept = [
             {**r, "command": r.get("command") or old["command"]}
             for r in old["rows"]

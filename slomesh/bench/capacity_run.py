@@ -1,10 +1,10 @@
-"""Running capacity searches on a scenario: one search per (policy, seed), median over seeds.
+"""Running capacity searches on a scenario: one search per (stack, seed), median over seeds.
 
-What makes a 3-seed, 3-policy search take minutes rather than hours:
+What makes a 3-seed, 3-stack search take minutes rather than hours:
 - Fewer requests per probe: min(scenario requests, PROBE_REQUESTS = 1000) unless --requests or
   the scenario (capacity_probe_requests) says
   otherwise. A shorter run builds a shorter queue past capacity, so capacities from short probes
-  lean high; every policy gets the same rule, so ratios between policies hold up better than
+  lean high; every stack gets the same rule, so ratios between stacks hold up better than
   absolute figures.
 - Probes sized by duration where the count is not enough: a scenario with
   capacity_probe_deadlines = k makes every probe's arrivals last at least k times its longest
@@ -15,15 +15,15 @@ What makes a 3-seed, 3-policy search take minutes rather than hours:
 - Early stop with no approximation: a probe stops as soon as the verdict is certain
   (early_stop.py; a miss counts at the request's TTFT deadline once it has no first token by
   then). Past capacity misses pile up early, so missed probes are the cheap ones.
-- Two capacities per (policy, seed): `overall` (attainment over all requests >= target) and
+- Two capacities per (stack, seed): `overall` (attainment over all requests >= target) and
   `every-class` (every SLO class >= target, so giving up a small class does not pay), searched
   one after the other in one worker; the overall search takes every rate at which every class
   attained without probing it again (`search_seed`).
 - Bisection to 5% (about 7 probes per search), and up to 2 worker processes
-  (ProcessPoolExecutor) over the (policy, seed) pairs.
+  (ProcessPoolExecutor) over the (stack, seed) pairs.
 
 What a probe costs: its simulated time (requests / rate), so probes far below capacity are the
-dear ones, times the policy's work per simulated second. A stack with QLM's global scheduler
+dear ones, times the stack's work per simulated second. A stack with QLM's global scheduler
 (`qlm`, the flagship) re-plans with its ILP up to once per simulated second while a violation is
 predicted (replan_min_interval_s), about 0.1 s of CPU per solve, nearly all of it inside HiGHS
 at the root node (cut rounds, then the sub-MIP that finds the first improving plan; building
@@ -89,12 +89,12 @@ def probe_requests_at(sc: ScenarioSpec, settings: CapacitySettings, rate_rps: fl
 
 def make_probe(
     sc: ScenarioSpec,
-    policy: str,
+    stack: str,
     seed: int,
     settings: CapacitySettings,
     criterion: Criterion = "overall",
 ) -> Callable[[float], float]:
-    """probe(rate) -> the criterion's attainment (a bound when stopped early) of `policy` at
+    """probe(rate) -> the criterion's attainment (a bound when stopped early) of `stack` at
     `rate` r/s over probe_requests_at(rate) requests: overall attainment, or the lowest class
     attainment."""
 
@@ -103,7 +103,7 @@ def make_probe(
         workload = sc.workload.model_copy(update={"requests": n})
         requests = generate(workload.with_total_rate(rate), seed)
         sim = EarlyStopSimulator(
-            sc.cluster, STACKS.create(policy), requests, settings.target, criterion
+            sc.cluster, STACKS.create(stack), requests, settings.target, criterion
         )
         try:
             summary = summarize(sim.run())
@@ -117,9 +117,9 @@ def make_probe(
 
 
 def search_seed(
-    sc: ScenarioSpec, policy: str, seed: int, settings: CapacitySettings, start_rps: float
+    sc: ScenarioSpec, stack: str, seed: int, settings: CapacitySettings, start_rps: float
 ) -> dict[Criterion, CapacitySearch]:
-    """The capacity searches of one (policy, seed), in a worker process: every-class first (when
+    """The capacity searches of one (stack, seed), in a worker process: every-class first (when
     `settings.every_class`), then overall.
 
     A rate at which every class attained the target attained it overall too (overall attainment
@@ -131,10 +131,10 @@ def search_seed(
     found: dict[Criterion, CapacitySearch] = {}
     passed: dict[float, float] = {}
     if settings.every_class:
-        every = _search(make_probe(sc, policy, seed, settings, "every-class"), start_rps, settings)
+        every = _search(make_probe(sc, stack, seed, settings, "every-class"), start_rps, settings)
         found["every-class"] = every
         passed = {rate: att for rate, att in every.probes if att >= settings.target}
-    overall = make_probe(sc, policy, seed, settings, "overall")
+    overall = make_probe(sc, stack, seed, settings, "overall")
     found["overall"] = _search(
         lambda rate: passed[rate] if rate in passed else overall(rate), start_rps, settings
     )
@@ -156,9 +156,9 @@ def _search(
 
 @dataclass(frozen=True, slots=True)
 class PolicyCapacity:
-    """One policy's searches by seed and their median."""
+    """One stack's searches by seed and their median."""
 
-    policy: str
+    stack: str
     by_seed: dict[int, CapacitySearch]
     """The overall capacity's searches (attainment over all requests >= target)."""
     every_class_by_seed: dict[int, CapacitySearch] = field(default_factory=dict)
@@ -175,7 +175,7 @@ class PolicyCapacity:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "policy": self.policy,
+            "stack": self.stack,
             "capacity_rps": _round(self.capacity_rps),
             "capacity_rps_by_seed": {
                 str(k): _round(s.capacity_rps) for k, s in self.by_seed.items()
@@ -207,15 +207,15 @@ def _search_json(s: CapacitySearch) -> dict[str, object]:
 
 def run_capacity(
     sc: ScenarioSpec,
-    policies: Sequence[str],
+    stacks: Sequence[str],
     settings: CapacitySettings,
     start_rps: float | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> list[PolicyCapacity]:
-    """Search every (policy, seed), both criteria in one worker (`search_seed`), up to
+    """Search every (stack, seed), both criteria in one worker (`search_seed`), up to
     `settings.workers` at a time."""
     start = start_rps or sc.default_rate_rps
-    jobs = [(p, s) for p in policies for s in settings.seeds]
+    jobs = [(p, s) for p in stacks for s in settings.seeds]
     results: dict[tuple[str, int, Criterion], CapacitySearch] = {}
 
     def collect(p: str, s: int, found: dict[Criterion, CapacitySearch]) -> None:
@@ -243,12 +243,12 @@ def run_capacity(
                 if (p, s, "every-class") in results
             },
         )
-        for p in policies
+        for p in stacks
     ]
 
 
-def _line(policy: str, seed: int, criterion: Criterion, s: CapacitySearch) -> str:
+def _line(stack: str, seed: int, criterion: Criterion, s: CapacitySearch) -> str:
     return (
-        f"capacity {policy} seed {seed} {criterion}: {s.capacity_rps:.3g} r/s "
+        f"capacity {stack} seed {seed} {criterion}: {s.capacity_rps:.3g} r/s "
         f"(bracket {s.lo_rps}..{s.hi_rps}, {s.iterations} probes)"
     )

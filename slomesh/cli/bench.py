@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 from shared.policy import UnknownNameError
 from shared.report.plots import plot_summaries, plot_sweep
 from shared.report.table import format_table
@@ -114,11 +114,11 @@ def _stacks(args: argparse.Namespace, sc: ScenarioSpec) -> list[str]:
 
 
 def _run_all(
-    sc: ScenarioSpec, policies: list[str], seed: int, tick: Callable[[int], None]
-) -> list[PolicySummary]:
+    sc: ScenarioSpec, stacks: list[str], seed: int, tick: Callable[[int], None]
+) -> list[StackSummary]:
     requests = generate(sc.workload, seed)
     out = []
-    for name in policies:
+    for name in stacks:
         result = Simulator(sc.cluster, STACKS.create(name), requests, progress=tick).run()
         out.append(summarize(result))
     return out
@@ -131,25 +131,25 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--capacity does not apply to experiment '{args.scenario}'")
         return _run_experiment(args)
     sc = _scenario(args)
-    policies = _stacks(args, sc)
+    stacks = _stacks(args, sc)
     out_dir: Path = args.out or Path("runs") / sc.name
     if args.capacity:
-        return run_capacity_cli(args, sc, policies, out_dir)
+        return run_capacity_cli(args, sc, stacks, out_dir)
     rates = _parse_rates(args.sweep_rates) if args.sweep_rates else None
-    total = sc.workload.requests * len(policies) * (len(rates) if rates else 1)
+    total = sc.workload.requests * len(stacks) * (len(rates) if rates else 1)
     quiet = args.no_progress or not sys.stderr.isatty()
     with tqdm(total=total, disable=quiet, unit="req", desc=sc.name) as bar:
         if rates is None:
-            summaries = _run_all(sc, policies, args.seed, bar.update)
+            summaries = _run_all(sc, stacks, args.seed, bar.update)
             extra = {"rate_rps": sc.default_rate_rps, "instances": sc.cluster.num_instances}
             write_summary(out_dir, sc.name, args.seed, sc.workload.requests, summaries, extra)
             plot_summaries(out_dir, summaries)
             report = format_table(summaries)
         else:
-            sweep: dict[str, list[tuple[float, PolicySummary]]] = {p: [] for p in policies}
+            sweep: dict[str, list[tuple[float, StackSummary]]] = {p: [] for p in stacks}
             for rate in rates:
-                for s in _run_all(_at_rate(sc, rate), policies, args.seed, bar.update):
-                    sweep[s.policy].append((rate, s))
+                for s in _run_all(_at_rate(sc, rate), stacks, args.seed, bar.update):
+                    sweep[s.stack].append((rate, s))
             write_sweep(out_dir, sc.name, args.seed, sc.workload.requests, sweep)
             plot_sweep(out_dir, sweep)
             report = format_sweep_tables(sweep)

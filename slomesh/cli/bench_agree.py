@@ -316,12 +316,12 @@ def _report(
         "environment": env,
         "rows": [],
     }
-    print("| policy | class | requests | live att. % | sim att. % | live - sim (points) |")
+    print("| stack | class | requests | live att. % | sim att. % | live - sim (points) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     if rows:
         for r in rows:
             print(
-                f"| {r.policy} | {r.class_name} | {r.requests} | {r.live_pct:.1f} | "
+                f"| {r.stack} | {r.class_name} | {r.requests} | {r.live_pct:.1f} | "
                 f"{r.sim_pct:.1f} | {r.diff_points:+.1f} |"
             )
             result["rows"].append({**asdict(r), "diff_points": r.diff_points})
@@ -332,14 +332,14 @@ def _report(
             for cls, (n, pct) in sorted(attainment(sim[p]).items(), key=lambda kv: kv[0] != ALL):
                 print(f"| {p} | {cls} | {n} | - | {pct:.1f} | - |")
                 result["rows"].append(
-                    {"policy": p, "class_name": cls, "requests": n, "sim_pct": pct}
+                    {"stack": p, "class_name": cls, "requests": n, "sim_pct": pct}
                 )
-    sim_all = {p: next(x for x in result["rows"] if x["policy"] == p)["sim_pct"] for p in sim}
+    sim_all = {p: next(x for x in result["rows"] if x["stack"] == p)["sim_pct"] for p in sim}
     result["sim_ranking"] = ranking(sim_all)
     result["sim_spread_points"] = max_spread(sim_all)
     print(f"sim ranking: {' > '.join(ranking(sim_all))} (spread {max_spread(sim_all):.1f} points)")
     if rows:
-        live_all = {r.policy: r.live_pct for r in rows if r.class_name == ALL}
+        live_all = {r.stack: r.live_pct for r in rows if r.class_name == ALL}
         worst = max(abs(r.diff_points) for r in rows if r.class_name == ALL)
         agree = rankings_agree(live_all, sim_all, args.tie_points)
         result |= {
@@ -351,10 +351,10 @@ def _report(
         print(
             f"live ranking: {' > '.join(ranking(live_all))} (spread "
             f"{max_spread(live_all):.1f}); ranking agrees (ties within {args.tie_points:g} "
-            f"points): {agree}; largest |live - sim| per policy: {worst:.1f} points"
+            f"points): {agree}; largest |live - sim| per stack: {worst:.1f} points"
         )
     print(f"RWT estimator, requests queued behind >= {args.min_groups} groups:")
-    print("| side | policy | pairs | R² point | coverage quantile | coverage widened | MAE s |")
+    print("| side | stack | pairs | R² point | coverage quantile | coverage widened | MAE s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     result["rwt"] = []
     for side, scored in (("live", live_scored), ("sim", sim_scored)):
@@ -364,7 +364,7 @@ def _report(
             s = rwt_score(waits, args.min_groups)
             every = rwt_score(waits, 0)
             result["rwt"].append(
-                {"side": side, "policy": p, "min_groups": args.min_groups, **asdict(s)}
+                {"side": side, "stack": p, "min_groups": args.min_groups, **asdict(s)}
                 | {"all_pairs": every.pairs, "all_r2_point": every.r2_point}
             )
             print(

@@ -72,10 +72,10 @@ def _classes_config(spec: AgreeWorkloadSpec) -> dict[str, Any]:
 
 
 def live_config(
-    args: argparse.Namespace, spec: AgreeWorkloadSpec, policy: str | None
+    args: argparse.Namespace, spec: AgreeWorkloadSpec, stack: str | None
 ) -> dict[str, Any]:
     """deploy/ray/local.yaml (or the --scenario's shipped config, `args.scenario_config`, with
-    its own replicas and seats) as `bench-agree` runs `policy` (None: the config's own): replica
+    its own replicas and seats) as `bench-agree` runs `stack` (None: the config's own): replica
     seats and the scheduler's view of them from --max-num-seqs, the measured profile published,
     the stack applied, the workload's SLO classes at the ingress. The ingress's own admission
     (delivered-latency guard, reject hold-off) runs as `slomesh up` runs it, and the simulator
@@ -88,8 +88,8 @@ def live_config(
         config = with_replicas(mesh.load_config(mesh.CONFIGS["vllm"]), args.replicas)
         config = _with_seats(config, args.max_num_seqs)
     config = mesh.with_profiles(config, [args.profile])
-    if policy is not None:
-        config = apply_stack(config, load_stack(policy))
+    if stack is not None:
+        config = apply_stack(config, load_stack(stack))
     loosest_ms = max(c.ttft_s for c in spec.classes) * 1e3
     for app in config["applications"]:
         a = app.setdefault("args", {})
@@ -245,9 +245,9 @@ def run_live(
 
     builder = prompt_builder()
     res = LiveResults()
-    for policy in args.stacks:
-        config = live_config(args, spec, policy)
-        log = out / f"rwt-{policy}.jsonl"
+    for stack in args.stacks:
+        config = live_config(args, spec, stack)
+        log = out / f"rwt-{stack}.jsonl"
         log.unlink(missing_ok=True)
         for app in config["applications"]:
             if app["name"] == "scheduler":
@@ -267,21 +267,21 @@ def run_live(
                     for rate, reqs in calibration.items():
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
                         raw_cal = json.dumps([asdict(r) for r in cal[rate]])
-                        (out / f"live-calibration-{policy}-{rate:g}.json").write_text(raw_cal)
+                        (out / f"live-calibration-{stack}-{rate:g}.json").write_text(raw_cal)
                     prof = calibrated(
                         profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
                     )
-                    lag = res.loop_lags[policy] = loop_delay(cal, spec.rate_rps)
+                    lag = res.loop_lags[stack] = loop_delay(cal, spec.rate_rps)
                     loop_note = f"the guard's ingress loop delay {lag:.3f} s"
                     src = f"{prof.source}; {loop_note}"
-                    res.profiles[policy] = prof = replace(prof, source=src)
-                    print(f"# calibrated {policy}: {prof.source}", flush=True)
+                    res.profiles[stack] = prof = replace(prof, source=src)
+                    print(f"# calibrated {stack}: {prof.source}", flush=True)
                 t = time.monotonic()
-                res.records[policy] = _send(builder, base, model, trace, args.client_nice)
+                res.records[stack] = _send(builder, base, model, trace, args.client_nice)
                 wall = time.monotonic() - t
                 time.sleep(1.0)  # the last Reports reach the scheduler's log
                 load1 = os.getloadavg()
-                res.swaps[policy] = _swap_logs(config)
+                res.swaps[stack] = _swap_logs(config)
             finally:
                 mesh.stop(config)
                 ray_stop()
@@ -290,33 +290,33 @@ def run_live(
             prof, speed = calibrated_on_trace(
                 profile,
                 cal,
-                res.records[policy],
+                res.records[stack],
                 replicas_of(config),
                 args.max_num_seqs,
                 spec.rate_rps,
                 window,
                 min(r.arrival_s for r in trace),
             )
-            res.profiles[policy] = replace(prof, source=f"{prof.source}; {loop_note}")
+            res.profiles[stack] = replace(prof, source=f"{prof.source}; {loop_note}")
             if speed is not None:
-                res.speeds[policy] = speed
-        res.scored[policy] = _read_log(log)
+                res.speeds[stack] = speed
+        res.scored[stack] = _read_log(log)
         # each stack's records as soon as they exist (a run cut short keeps what it measured)
-        raw = [asdict(r) for r in res.records[policy]]
-        (out / f"live-{policy}.json").write_text(json.dumps(raw))
-        res.env[policy] = {
+        raw = [asdict(r) for r in res.records[stack]]
+        (out / f"live-{stack}.json").write_text(json.dumps(raw))
+        res.env[stack] = {
             "start_s": started,
             "run_s": wall,
             "loadavg_before": load0,
             "loadavg_after": load1,
         }
         print(
-            f"# live {policy}: {wall:.0f} s (start {started:.0f} s), loadavg "
+            f"# live {stack}: {wall:.0f} s (start {started:.0f} s), loadavg "
             f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} -> "
             f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}",
             flush=True,
         )
-        done(policy, res)
+        done(stack, res)
     return res
 
 

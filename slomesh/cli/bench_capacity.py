@@ -1,4 +1,4 @@
-"""`slomesh bench --capacity`: capacity at SLO per policy (see slomesh/bench/capacity*.py)."""
+"""`slomesh bench --capacity`: capacity at SLO per stack (see slomesh/bench/capacity*.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--capacity",
         action="store_true",
-        help="find each policy's highest rate with SLO attainment >= --target (bisection, "
+        help="find each stack's highest rate with SLO attainment >= --target (bisection, "
         "median over --seeds); --rate is the starting rate, --requests the requests per probe",
     )
     p.add_argument("--target", type=float, default=0.9, help="capacity target in (0, 1]")
@@ -73,18 +73,18 @@ def _at_least(duration_s: float | None) -> str:
 
 
 def run_capacity_cli(
-    args: argparse.Namespace, sc: ScenarioSpec, policies: list[str], out_dir: Path
+    args: argparse.Namespace, sc: ScenarioSpec, stacks: list[str], out_dir: Path
 ) -> int:
     if args.sweep_rates is not None:
         raise UsageError("--capacity and --sweep-rates do not go together")
     settings = settings_from_args(args)
     start = args.rate or sc.default_rate_rps
     t0 = time.perf_counter()
-    found = run_capacity(sc, policies, settings, start)
+    found = run_capacity(sc, stacks, settings, start)
     wall = time.perf_counter() - t0
     rows = [
         CapacityRow(
-            load_stack(p.policy).name,  # a stack file's own name, not its path
+            load_stack(p.stack).name,  # a stack file's own name, not its path
             p.capacity_rps,
             {s: r.capacity_rps for s, r in p.by_seed.items()},
             p.to_dict(),

@@ -1,6 +1,6 @@
 """`slomesh bench-live`: the same Locust load against the live mesh under each serving stack.
 
-For each policy: start the mesh on an embedded Ray (`slomesh up --stack P`: the scheduler runs P
+For each stack: start the mesh on an embedded Ray (`slomesh up --stack P`: the scheduler runs P
 and the replicas' engine queues follow P's stack), run loadtest/locustfile.py headless for a fixed
 time with a fixed SLO-class mix and per-class output lengths, stop the mesh, and keep Locust's
 per-class report (requests, SLO and TTFT attainment, TTFT p50/p99, rejections). Prints one table.
@@ -112,7 +112,7 @@ def _locust(args: argparse.Namespace, http: str, model: str, out: Path) -> dict[
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = [p.strip() for p in args.stacks.split(",") if p.strip()]
+    stacks = [p.strip() for p in args.stacks.split(",") if p.strip()]
     base = _trusting_anonymous(mesh.load_config(mesh.CONFIGS[args.engine]))
     if args.max_num_seqs is not None:
         if args.max_num_seqs < 1:
@@ -121,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if args.engine in mesh.DEFAULT_PROFILES:  # the measured CPU profile, as `slomesh up` uses
         base = mesh.with_profiles(base, [mesh.DEFAULT_PROFILES[args.engine]])
     configs = {}
-    for policy in policies:
+    for stack in stacks:
         try:
-            configs[policy] = apply_stack(base, load_stack(policy))
+            configs[stack] = apply_stack(base, load_stack(stack))
         except ValueError as err:
             raise UsageError(f"--stacks: {err}") from None
     if args.engine == "vllm":
@@ -132,26 +132,26 @@ def run(args: argparse.Namespace) -> int:
         build_tiny_model(default_tiny_model_dir())
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for policy, config in configs.items():
+        for stack, config in configs.items():
             try:
                 mesh.start(config)
                 http, _ = mesh.endpoints(config)
-                out = Path(tmp) / f"{policy}.json"
-                results[policy] = _locust(args, http, _served_model(config), out)
+                out = Path(tmp) / f"{stack}.json"
+                results[stack] = _locust(args, http, _served_model(config), out)
             finally:
                 mesh.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": _args(args), "results": results}, indent=2))
     print(f"# bench-live: {args.engine}, {args.users} users, {args.seconds}s, mix {args.slo_mix}")
     print(
-        "| policy | class | requests | rejected | SLO att. % | TTFT att. % | TTFT p50/p99 s "
+        "| stack | class | requests | rejected | SLO att. % | TTFT att. % | TTFT p50/p99 s "
         "| TPOT p50/p99 ms | TPOT met (served) % |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for policy, report in results.items():
+    for stack, report in results.items():
         for cls, row in report.items():
             print(
-                f"| {policy} | {cls} | {row['requests']} | {row['rejected']} | "
+                f"| {stack} | {cls} | {row['requests']} | {row['rejected']} | "
                 f"{100 * row['slo_attainment']:.1f} | {100 * row['ttft_attainment']:.1f} | "
                 f"{_pair(row, 'ttft', 1.0, 3)} | {_pair(row, 'tpot', 1e3, 1)} | "
                 f"{_pct(row.get('tpot_attainment_served'))} |"

@@ -48,8 +48,12 @@ def vllm_replica_args(config: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def reference_server(replica: dict[str, Any], port: int) -> Iterator[str]:
-    """Bare vLLM with `replica`'s engine arguments (and its serving options) on `port`."""
+def reference_server(
+    replica: dict[str, Any], port: int, ready_timeout_s: float = 600.0
+) -> Iterator[str]:
+    """Bare vLLM with `replica`'s engine arguments (and its serving options) on `port`; its
+    start-up may take `ready_timeout_s` (vLLM's CPU start-up beside a running mesh takes
+    minutes on a loaded 2-core host)."""
     from dataclasses import replace
 
     from slomesh.bench.compare.load import answers
@@ -65,7 +69,11 @@ def reference_server(replica: dict[str, Any], port: int) -> Iterator[str]:
         spec = replace(spec, command=[*spec.command, *ServingOptions(**serving).cli_args()])
     from slomesh.conformance.adapters import lora_cli_args
 
-    spec = replace(spec, command=[*spec.command, *lora_cli_args(replica)])
+    spec = replace(
+        spec,
+        command=[*spec.command, *lora_cli_args(replica)],
+        ready_timeout_s=ready_timeout_s,
+    )
     with tempfile.TemporaryDirectory() as logs:
         running = launch(spec, Path(logs), lambda s: answers(s.base_url, s.model))
         try:

@@ -2,7 +2,7 @@
 
 Pure: takes RequestRecords and scored waits, returns plain data. Attainment is the fraction of a
 class's requests whose SLO was met (RequestRecord.slo_met: rejected and unfinished requests
-count as missed), in percent. Rankings agree when every pair of policies is ordered the same
+count as missed), in percent. Rankings agree when every pair of stacks is ordered the same
 way on both sides, a pair whose attainments are within `tie_points` on a side counting as tied
 there.
 """
@@ -31,7 +31,7 @@ def attainment(records: Sequence[RequestRecord]) -> dict[str, tuple[int, float]]
 
 @dataclass(frozen=True, slots=True)
 class AgreeRow:
-    policy: str
+    stack: str
     class_name: str
     requests: int
     live_pct: float
@@ -46,14 +46,14 @@ class AgreeRow:
 def side_by_side(
     live: Mapping[str, Sequence[RequestRecord]], sim: Mapping[str, Sequence[RequestRecord]]
 ) -> list[AgreeRow]:
-    """One row per (policy, class) present on both sides; ALL first within each policy."""
+    """One row per (stack, class) present on both sides; ALL first within each stack."""
     rows = []
-    for policy in live:
-        if policy not in sim:
+    for stack in live:
+        if stack not in sim:
             continue
-        a, b = attainment(live[policy]), attainment(sim[policy])
+        a, b = attainment(live[stack]), attainment(sim[stack])
         for cls in [ALL, *sorted(k for k in a if k != ALL and k in b)]:
-            rows.append(AgreeRow(policy, cls, a[cls][0], a[cls][1], b[cls][1]))
+            rows.append(AgreeRow(stack, cls, a[cls][0], a[cls][1], b[cls][1]))
     return rows
 
 
@@ -63,14 +63,14 @@ def _order(x: float, y: float, tie_points: float) -> int:
 
 
 def ranking(att: Mapping[str, float]) -> list[str]:
-    """Policies by attainment, best first (names break ties, for a stable print)."""
+    """Stacks by attainment, best first (names break ties, for a stable print)."""
     return sorted(att, key=lambda p: (-att[p], p))
 
 
 def rankings_agree(
     live: Mapping[str, float], sim: Mapping[str, float], tie_points: float = 0.0
 ) -> bool:
-    """True when every pair of policies is ordered (or tied) the same way on both sides."""
+    """True when every pair of stacks is ordered (or tied) the same way on both sides."""
     if set(live) != set(sim):
         raise ValueError(f"stacks differ: live {sorted(live)} vs sim {sorted(sim)}")
     return all(
@@ -80,7 +80,7 @@ def rankings_agree(
 
 
 def max_spread(att: Mapping[str, float]) -> float:
-    """The largest attainment difference between two policies, points."""
+    """The largest attainment difference between two stacks, points."""
     return max(att.values()) - min(att.values()) if att else 0.0
 
 

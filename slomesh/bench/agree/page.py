@@ -53,13 +53,13 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
     classes: dict[str, dict[str, Any]] = {}
     for row in report["rows"]:
         if row["class_name"] != "all":
-            classes.setdefault(row["policy"], {})[row["class_name"]] = {
+            classes.setdefault(row["stack"], {})[row["class_name"]] = {
                 "sim_pct": row["sim_pct"],
                 "live_pct": row.get("live_pct"),
                 "requests": row["requests"],
             }
             continue
-        stack = row["policy"]
+        stack = row["stack"]
         live = row.get("live_pct")
         out[stack] = {
             "sim_pct": row["sim_pct"],

@@ -53,7 +53,7 @@ class ProfiledSimulator(Simulator):
             instances=[_STAND_IN.model_copy(update={"count": replicas})], engine=engine
         )
         super().__init__(cluster, stack, requests, admission=admission, ingress=ingress)
-        # the engine config the Simulator made of the stack (queue policy, mode, preemption,
+        # the engine config the Simulator made of the stack (queue stack, mode, preemption,
         # SCORPIO, what the engines report), on every replaced instance
         config = self.instances[0].core.config
         self.replace_instances(
@@ -76,7 +76,7 @@ class ProfiledSimulator(Simulator):
 class SimRun:
     records: list[RequestRecord]
     scored_waits: list[ScoredWait]
-    """The QLM estimator's scored predictions (empty for other policies)."""
+    """The QLM estimator's scored predictions (empty for other stacks)."""
     policy: GlobalPolicy
 
 

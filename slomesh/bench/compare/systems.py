@@ -131,11 +131,15 @@ def slomesh_spec(
 
 
 def _reason(log: Path, rc: int | None) -> str:
+    """Why a server did not start: its last error line when it exited; when it still runs
+    without answering, its last three log lines (where its start-up stands)."""
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    if rc is None:
+        last = " | ".join(ln[:200] for ln in lines[-3:])
+        return f"no answer: {last}" if last else "no answer"
     errors = [ln for ln in lines if "Error" in ln or "error" in ln]
     last = (errors or lines or [""])[-1][:300]
-    head = f"exited with status {rc}" if rc is not None else "no answer"
-    return f"{head}: {last}" if last else head
+    return f"exited with status {rc}: {last}" if last else f"exited with status {rc}"
 
 
 def launch(

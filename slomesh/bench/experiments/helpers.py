@@ -16,7 +16,7 @@ from tqdm import tqdm
 from services.scheduler.core.global_policy import GlobalPolicy
 from services.scheduler.core.qlm.policy import QLMPolicy
 from shared.domain import Request
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 from shared.report.table import fmt_num, fmt_pct, markdown_table
 from shared.workloads import WorkloadSpec, generate
 from slomesh.bench.scenarios import ScenarioSpec
@@ -48,12 +48,12 @@ def progress(enabled: bool, total: int, desc: str) -> Iterator[Tick]:
 class Run:
     """One simulation: its summary and the global policy object it ran (for QLM's counters)."""
 
-    summary: PolicySummary
-    policy: GlobalPolicy
+    summary: StackSummary
+    global_policy: GlobalPolicy
 
     @property
     def qlm(self) -> QLMPolicy | None:
-        return self.policy if isinstance(self.policy, QLMPolicy) else None
+        return self.global_policy if isinstance(self.global_policy, QLMPolicy) else None
 
 
 def run_stack(
@@ -64,14 +64,14 @@ def run_stack(
     return Run(summarize(sim.run()), sim.global_policy)
 
 
-def run_policies(
+def run_stacks(
     cluster: ClusterSpec,
-    policies: Sequence[str],
+    stacks: Sequence[str],
     requests: Sequence[Request],
     tick: Tick = _no_tick,
 ) -> dict[str, Run]:
     """Each named stack (STACKS registry) over the same requests."""
-    return {p: run_stack(cluster, STACKS.create(p), requests, tick) for p in policies}
+    return {p: run_stack(cluster, STACKS.create(p), requests, tick) for p in stacks}
 
 
 def with_requests(sc: ScenarioSpec, requests: int) -> ScenarioSpec:
@@ -91,11 +91,11 @@ def with_stream_rate(workload: WorkloadSpec, stream: str, rate_rps: float) -> Wo
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One (x, policy) run of a sweep."""
+    """One (x, stack) run of a sweep."""
 
     x: float
-    policy: str
-    summary: PolicySummary
+    stack: str
+    summary: StackSummary
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -103,40 +103,40 @@ def sweep_stream(
     sc: ScenarioSpec,
     stream: str,
     rates: Sequence[float],
-    policies: Sequence[str],
+    stacks: Sequence[str],
     seed: int,
     tick: Tick = _no_tick,
 ) -> list[Point]:
-    """Every policy at every rate of `stream` (other streams fixed), same seed at every rate."""
+    """Every stack at every rate of `stream` (other streams fixed), same seed at every rate."""
     points: list[Point] = []
     for rate in rates:
         requests = generate(with_stream_rate(sc.workload, stream, rate), seed)
-        for name, run in run_policies(sc.cluster, policies, requests, tick).items():
+        for name, run in run_stacks(sc.cluster, stacks, requests, tick).items():
             points.append(Point(rate, name, run.summary))
     return points
 
 
 # ---- tables and JSON -------------------------------------------------------------------------
 def point_json(p: Point) -> dict[str, Any]:
-    return {"x": p.x, "policy": p.policy, **p.extra, **p.summary.to_dict()}
+    return {"x": p.x, "stack": p.stack, **p.extra, **p.summary.to_dict()}
 
 
-def pivot(points: Sequence[Point], x_label: str, cell: Callable[[PolicySummary], str]) -> str:
-    """Rows: x values; columns: policies in first-seen order."""
-    policies = list(dict.fromkeys(p.policy for p in points))
+def pivot(points: Sequence[Point], x_label: str, cell: Callable[[StackSummary], str]) -> str:
+    """Rows: x values; columns: stacks in first-seen order."""
+    stacks = list(dict.fromkeys(p.stack for p in points))
     xs = sorted({p.x for p in points})
-    by = {(p.x, p.policy): p.summary for p in points}
+    by = {(p.x, p.stack): p.summary for p in points}
     rows = [
-        [f"{x:g}", *(cell(by[x, pol]) if (x, pol) in by else "-" for pol in policies)] for x in xs
+        [f"{x:g}", *(cell(by[x, pol]) if (x, pol) in by else "-" for pol in stacks)] for x in xs
     ]
-    return markdown_table([x_label, *policies], rows)
+    return markdown_table([x_label, *stacks], rows)
 
 
-def attainment_cell(s: PolicySummary) -> str:
+def attainment_cell(s: StackSummary) -> str:
     return fmt_pct(s.slo_attainment)
 
 
-def throughput_cell(s: PolicySummary) -> str:
+def throughput_cell(s: StackSummary) -> str:
     return fmt_num(s.throughput_rps, 3)
 
 
@@ -152,7 +152,7 @@ DETAIL_HEADERS = (
 )
 
 
-def detail_cells(s: PolicySummary) -> list[str]:
+def detail_cells(s: StackSummary) -> list[str]:
     classes = ", ".join(f"{k} {fmt_pct(v)}" for k, v in s.attainment_by_class.items())
     return [
         fmt_pct(s.slo_attainment),
@@ -167,8 +167,8 @@ def detail_cells(s: PolicySummary) -> list[str]:
 
 
 def detail_table(points: Sequence[Point], x_label: str) -> str:
-    rows = [[f"{p.x:g}", p.policy, *detail_cells(p.summary)] for p in points]
-    return markdown_table([x_label, "policy", *DETAIL_HEADERS], rows, left=(1, 3))
+    rows = [[f"{p.x:g}", p.stack, *detail_cells(p.summary)] for p in points]
+    return markdown_table([x_label, "stack", *DETAIL_HEADERS], rows, left=(1, 3))
 
 
 # ---- figures ---------------------------------------------------------------------------------
@@ -243,21 +243,21 @@ def save_figure(path: Path, panels: Sequence[Panel], suptitle: str) -> Path:
 
 
 def series_by_policy(
-    points: Sequence[Point], value: Callable[[PolicySummary], float]
+    points: Sequence[Point], value: Callable[[StackSummary], float]
 ) -> tuple[list[float], dict[str, list[float | None]]]:
-    """(sorted x values, policy -> value at each x or None) for a line panel."""
+    """(sorted x values, stack -> value at each x or None) for a line panel."""
     xs = sorted({p.x for p in points})
-    by = {(p.x, p.policy): p.summary for p in points}
-    policies = list(dict.fromkeys(p.policy for p in points))
+    by = {(p.x, p.stack): p.summary for p in points}
+    stacks = list(dict.fromkeys(p.stack for p in points))
     series: dict[str, list[float | None]] = {
-        pol: [value(by[x, pol]) if (x, pol) in by else None for x in xs] for pol in policies
+        pol: [value(by[x, pol]) if (x, pol) in by else None for x in xs] for pol in stacks
     }
     return xs, series
 
 
-def pct(s: PolicySummary) -> float:
+def pct(s: StackSummary) -> float:
     return 100.0 * s.slo_attainment
 
 
-def rps(s: PolicySummary) -> float:
+def rps(s: StackSummary) -> float:
     return s.throughput_rps

@@ -190,7 +190,7 @@ class LengthsPrompts(Experiment):
                 for arm in arm_list:
                     reqs = wl.at_rate(rate, arm.hints)
                     run = run_stack(cluster, STACKS.create(arm.stack), reqs, tick)
-                    summary = replace(run.summary, policy=arm.name)
+                    summary = replace(run.summary, stack=arm.name)
                     hinted = sum(r.length_hint is not None for r in reqs)
                     extra = {"stack": arm.stack, "hinted_requests": hinted}
                     points.append(Point(rate, arm.name, summary, extra))

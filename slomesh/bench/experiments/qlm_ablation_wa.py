@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from shared.metrics.summary import PolicySummary
+from shared.metrics.summary import StackSummary
 from shared.report.table import markdown_table
 from shared.workloads import generate
 from slomesh.bench.experiments.base import Experiment, ExperimentArgs, ExperimentOutput
@@ -21,7 +21,7 @@ from slomesh.bench.experiments.helpers import (
     Panel,
     detail_cells,
     progress,
-    run_policies,
+    run_stacks,
     save_figure,
     with_requests,
     with_stream_rate,
@@ -56,10 +56,10 @@ class QLMAblationWA(Experiment):
         sc = self.scenario_spec(args)
         requests = generate(sc.workload, args.seed)
         with progress(args.progress, len(requests) * len(VARIANTS), self.name) as tick:
-            runs = run_policies(sc.cluster, VARIANTS, requests, tick)
+            runs = run_stacks(sc.cluster, VARIANTS, requests, tick)
         summaries = [r.summary for r in runs.values()]
         rates = {s.name: s.rate_rps for s in sc.workload.streams}
-        rows = [[s.policy, *detail_cells(s)] for s in summaries]
+        rows = [[s.stack, *detail_cells(s)] for s in summaries]
         table = markdown_table(["variant", *DETAIL_HEADERS], rows, left=(0, 2))
         return ExperimentOutput(
             results={
@@ -76,8 +76,8 @@ class QLMAblationWA(Experiment):
             ],
         )
 
-    def _figure(self, summaries: list[PolicySummary], out_dir: Path) -> Path:
-        labels = [s.policy for s in summaries]
+    def _figure(self, summaries: list[StackSummary], out_dir: Path) -> Path:
+        labels = [s.stack for s in summaries]
         att: dict[str, list[float | None]] = {
             "overall": [100 * s.slo_attainment for s in summaries]
         }

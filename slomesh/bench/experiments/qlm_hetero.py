@@ -31,7 +31,7 @@ from slomesh.bench.experiments.helpers import (
     point_json,
     progress,
     rps,
-    run_policies,
+    run_stacks,
     save_figure,
     series_by_policy,
     throughput_cell,
@@ -85,21 +85,19 @@ class QLMHetero(Experiment):
     a10_counts: ClassVar[tuple[int, ...]] = (0, 1, 2, 3, 4)
     rate_per_a100: ClassVar[float] = 5.0
     """Total req/s per A100-equivalent of capacity."""
-    policies: ClassVar[tuple[str, ...]] = ("qlm", "qlm-no-balance")
+    stacks: ClassVar[tuple[str, ...]] = ("qlm", "qlm-no-balance")
 
     def execute(self, args: ExperimentArgs, out_dir: Path) -> ExperimentOutput:
         counts = thin(self.a10_counts, args.max_points)
         n = self.requests(args)
         w10 = capacity_weight(A10)
         points: list[Point] = []
-        with progress(args.progress, n * len(counts) * len(self.policies), self.name) as tick:
+        with progress(args.progress, n * len(counts) * len(self.stacks), self.name) as tick:
             for a10 in counts:
                 capacity = a10 * w10 + (self.instances - a10)
                 rate = self.rate_per_a100 * capacity
                 requests = generate(workload(rate, n), args.seed)
-                runs = run_policies(
-                    mixed_cluster(a10, self.instances), self.policies, requests, tick
-                )
+                runs = run_stacks(mixed_cluster(a10, self.instances), self.stacks, requests, tick)
                 share = 100.0 * a10 / self.instances
                 extra: dict[str, Any] = {"a10": a10, "a100": self.instances - a10, "rate_rps": rate}
                 points += [Point(share, p, r.summary, extra) for p, r in runs.items()]

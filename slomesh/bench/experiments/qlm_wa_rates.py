@@ -32,7 +32,7 @@ from slomesh.bench.experiments.helpers import (
 )
 from slomesh.bench.scenarios import SCENARIOS
 
-POLICIES = ("vllm-fcfs", "edf", "oracle", "qlm")
+COMPARED_STACKS = ("vllm-fcfs", "edf", "oracle", "qlm")
 PCT = (0.0, 105.0)
 
 
@@ -43,13 +43,13 @@ class QLMWARates(Experiment):
     figure: ClassVar[str] = "Figs. 9-10"
     description: ClassVar[str] = (
         "qlm-wa: interactive rate swept (batch streams fixed); SLO attainment and request "
-        "throughput per policy"
+        "throughput per stack"
     )
     default_requests: ClassVar[int] = 2000
     scenario: ClassVar[str] = "qlm-wa"
     stream: ClassVar[str] = "interactive"
     rates: ClassVar[tuple[float, ...]] = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5)
-    policies: ClassVar[tuple[str, ...]] = POLICIES
+    stacks: ClassVar[tuple[str, ...]] = COMPARED_STACKS
     panel_figures: ClassVar[tuple[str, str]] = ("Fig. 9", "Fig. 10")
     """Paper figure of the throughput panel and of the attainment panel."""
 
@@ -60,9 +60,9 @@ class QLMWARates(Experiment):
     def execute(self, args: ExperimentArgs, out_dir: Path) -> ExperimentOutput:
         sc = with_requests(SCENARIOS.create(self.scenario), self.requests(args))
         rates = thin(self.rates, args.max_points)
-        total = sc.workload.requests * len(rates) * len(self.policies)
+        total = sc.workload.requests * len(rates) * len(self.stacks)
         with progress(args.progress, total, self.name) as tick:
-            points = sweep_stream(sc, self.stream, rates, self.policies, args.seed, tick)
+            points = sweep_stream(sc, self.stream, rates, self.stacks, args.seed, tick)
         x_label = f"{self.stream} r/s"
         fixed = {s.name: s.rate_rps for s in sc.workload.streams if s.name != self.stream}
         fig = self._figure(points, out_dir)
@@ -73,7 +73,7 @@ class QLMWARates(Experiment):
                 "swept_stream": self.stream,
                 "fixed_rates_rps": fixed,
                 "rates_rps": rates,
-                "policies": list(self.policies),
+                "stacks": list(self.stacks),
                 "points": [point_json(p) for p in points],
                 **extra_results,
             },

@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 from shared.report.table import markdown_table
 from slomesh.bench.experiments.helpers import Point
-from slomesh.bench.experiments.qlm_wa_rates import POLICIES, QLMWARates
+from slomesh.bench.experiments.qlm_wa_rates import COMPARED_STACKS, QLMWARates
 
 
 def throughput_ratios(points: list[Point], num: str, dens: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per rate: throughput of `num` over each of `dens` (None where a run is missing or 0)."""
-    by = {(p.x, p.policy): p.summary.throughput_rps for p in points}
+    by = {(p.x, p.stack): p.summary.throughput_rps for p in points}
     rows: list[dict[str, Any]] = []
     for x in sorted({p.x for p in points}):
         row: dict[str, Any] = {"x": x}
@@ -42,7 +42,7 @@ class QLMWBRates(QLMWARates):
     scenario: ClassVar[str] = "qlm-wb"
     stream: ClassVar[str] = "batch-1"
     rates: ClassVar[tuple[float, ...]] = (0.5, 1.0, 2.0, 3.0, 4.0)
-    policies: ClassVar[tuple[str, ...]] = POLICIES
+    stacks: ClassVar[tuple[str, ...]] = COMPARED_STACKS
     panel_figures: ClassVar[tuple[str, str]] = ("Fig. 12", "Fig. 13")
     ratio_over: ClassVar[tuple[str, ...]] = ("vllm-fcfs", "edf")
 

@@ -125,7 +125,7 @@ def test_attainment_and_side_by_side_rows() -> None:
     assert att[ALL] == (3, pytest.approx(100 / 3))
     assert att["a"] == (2, 50.0) and att["b"] == (1, 0.0)
     rows = side_by_side(live, sim)
-    assert [(r.policy, r.class_name) for r in rows] == [("fcfs", ALL), ("fcfs", "a"), ("fcfs", "b")]
+    assert [(r.stack, r.class_name) for r in rows] == [("fcfs", ALL), ("fcfs", "a"), ("fcfs", "b")]
     assert rows[0].diff_points == pytest.approx(100 / 3 - 100)
     assert rows[2].diff_points == -100.0
 

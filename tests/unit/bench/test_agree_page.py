@@ -24,7 +24,7 @@ ARGS = {
 def report(live: dict[str, float] | None, sim: dict[str, float], **args: Any) -> dict[str, Any]:
     rows = []
     for stack, pct in sim.items():
-        row = {"policy": stack, "class_name": "all", "requests": 300, "sim_pct": pct}
+        row = {"stack": stack, "class_name": "all", "requests": 300, "sim_pct": pct}
         if live is not None:
             row["live_pct"] = live[stack]
         rows.append(row)

@@ -73,10 +73,10 @@ def test_table_without_baselines_has_no_ratio_columns() -> None:
 
 
 def test_write_capacity(tmp_path: Path) -> None:
-    rows = [CapacityRow("edf", 4.0, {0: 4.0}, {"policy": "edf", "capacity_rps": 4.0})]
+    rows = [CapacityRow("edf", 4.0, {0: 4.0}, {"stack": "edf", "capacity_rps": 4.0})]
     write_capacity(tmp_path, "smoke", [0], 100, rows, 0.9, {"target": 0.9})
     data = json.loads((tmp_path / "summary.json").read_text())
-    assert data["results"] == [{"policy": "edf", "capacity_rps": 4.0}]
+    assert data["results"] == [{"stack": "edf", "capacity_rps": 4.0}]
     assert data["target"] == 0.9
     assert (tmp_path / "capacity.png").stat().st_size > 0
     assert "edf" in (tmp_path / "summary.md").read_text()

@@ -284,9 +284,9 @@ def _popen_writing(stderr_text: str, proc: _Proc):
         (
             _spec(ready_timeout_s=5.0),
             _Proc(None),
-            "loading\n",
+            "loading\nweights 1/2\nError in a warning\nweights 2/2\n",
             False,
-            "no answer within 5 s; no answer: loading",
+            "no answer within 5 s; no answer: weights 1/2 | Error in a warning | weights 2/2",
         ),
     ],
 )

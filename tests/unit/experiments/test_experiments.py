@@ -30,7 +30,7 @@ NAMES = [
 
 # experiment -> result keys it must write besides the common header
 EXPECTED_KEYS: dict[str, set[str]] = {
-    "qlm-wa-rates": {"scenario", "swept_stream", "rates_rps", "policies", "points"},
+    "qlm-wa-rates": {"scenario", "swept_stream", "rates_rps", "stacks", "points"},
     "qlm-wb-rates": {"scenario", "swept_stream", "rates_rps", "points", "throughput_ratios"},
     "qlm-ablation-wa": {"scenario", "stream_rates_rps", "variants"},
     "qlm-ablation-wb": {"scenario", "stream_rates_rps", "variants"},
@@ -135,11 +135,11 @@ def test_experiment_runs_end_to_end(name: str, tmp_path: Path) -> None:
     assert md.strip() in "\n".join(lines)
 
 
-def test_sweep_points_cover_every_policy_and_rate(tmp_path: Path) -> None:
+def test_sweep_points_cover_every_stack_and_rate(tmp_path: Path) -> None:
     args = ExperimentArgs(out_dir=tmp_path, requests=TINY, max_points=2)
     data = EXPERIMENTS.create("qlm-wb-rates").run(args, echo=lambda _: None)
     assert data["rates_rps"] == [0.5, 4.0]
-    got = {(p["x"], p["policy"]) for p in data["points"]}
+    got = {(p["x"], p["stack"]) for p in data["points"]}
     assert got == {(r, p) for r in (0.5, 4.0) for p in ("vllm-fcfs", "edf", "oracle", "qlm")}
     for p in data["points"]:
         assert p["requests"] == TINY

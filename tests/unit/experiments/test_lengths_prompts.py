@@ -50,7 +50,7 @@ def test_tiny_run_has_three_arms(tmp_path: Path) -> None:
     lines: list[str] = []
     data = exp.run(args, echo=lines.append)
     assert data["requests"] == TINY and data["rates_rps"] == [25.0]
-    by_arm = {p["policy"]: p for p in data["points"]}
+    by_arm = {p["stack"]: p for p in data["points"]}
     assert {"slomesh+hints", "slomesh (histogram)", "slomesh-true-lengths"} <= set(by_arm)
     for name, p in by_arm.items():
         assert p["requests"] == TINY

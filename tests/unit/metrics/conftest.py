@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pytest
 
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 
 
 def rec(
@@ -57,7 +57,7 @@ def rec(
     )
 
 
-def hand_run(policy: str = "fcfs") -> RunResult:
+def hand_run(stack: str = "fcfs") -> RunResult:
     records = [
         rec("r1", "chat", "i0", 0.0, 0.5, 2.5, 11, 1.0, 0.25),
         rec("r2", "chat", "i0", 1.0, 3.0, 4.0, 5, 1.0, 0.25),
@@ -70,7 +70,7 @@ def hand_run(policy: str = "fcfs") -> RunResult:
         InstanceStats("i0", "H100", 6.0, 0.5, 1, 2, 4.0, 2),
         InstanceStats("i1", "H100", 4.0, 0.3, 2, 0, 8.0, 2),
     ]
-    return RunResult(policy, records, instances, start_s=0.0, end_s=10.0, wall_s=1.5)
+    return RunResult(stack, records, instances, start_s=0.0, end_s=10.0, wall_s=1.5)
 
 
 RecFactory = Callable[..., RequestRecord]
@@ -85,7 +85,7 @@ def make_rec() -> RecFactory:
 
 @pytest.fixture
 def make_run() -> RunFactory:
-    """The `hand_run` builder (optionally under another policy name)."""
+    """The `hand_run` builder (optionally under another stack name)."""
     return hand_run
 
 
@@ -95,13 +95,13 @@ def run() -> RunResult:
 
 
 @pytest.fixture
-def summary(run: RunResult) -> PolicySummary:
+def summary(run: RunResult) -> StackSummary:
     return summarize(run)
 
 
 @pytest.fixture
-def two_summaries() -> list[PolicySummary]:
-    """The hand run under two policy names; the second one has a third class and no finishes."""
+def two_summaries() -> list[StackSummary]:
+    """The hand run under two stack names; the second one has a third class and no finishes."""
     other = hand_run("scorpio")
     unfinished = [
         rec("x1", "bulk", None, 1.0, None, None, 4, 1.0, None, rejected=True),

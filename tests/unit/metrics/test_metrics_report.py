@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.metrics.summary import PolicySummary
+from shared.metrics.summary import StackSummary
 from shared.report.plots import plot_summaries, plot_sweep
 from shared.report.table import SUMMARY_HEADERS, format_class_tables, format_table
 from shared.report.writers import write_summary, write_sweep
@@ -24,12 +24,12 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def test_format_table_has_policies_and_attainment(two_summaries: list[PolicySummary]) -> None:
+def test_format_table_has_stacks_and_attainment(two_summaries: list[StackSummary]) -> None:
     table = format_table(two_summaries)
     lines = table.splitlines()
     assert len(lines) == 2 + len(two_summaries)  # header, rule, one row per policy
     for s, line in zip(two_summaries, lines[2:], strict=True):
-        assert s.policy in line
+        assert s.stack in line
     # fcfs/scorpio: 2 of 6 met -> 33.3 %; chat 50.0, batch 25.0; qlm: nothing met -> 0.0
     fcfs, qlm = _cells(lines[2]), _cells(lines[4])
     assert fcfs[1] == "33.3" and fcfs[2] == "batch 25.0, chat 50.0"
@@ -58,12 +58,12 @@ def test_format_table_has_policies_and_attainment(two_summaries: list[PolicySumm
     assert len({line.count(" | ") for line in lines}) == 1
 
 
-def test_format_table_missing_values_are_dashes(two_summaries: list[PolicySummary]) -> None:
+def test_format_table_missing_values_are_dashes(two_summaries: list[StackSummary]) -> None:
     qlm_line = format_table(two_summaries).splitlines()[4]
     assert "- / -" in qlm_line  # no finished request: no TTFT / TPOT
 
 
-def test_class_tables_cover_every_class(two_summaries: list[PolicySummary]) -> None:
+def test_class_tables_cover_every_class(two_summaries: list[StackSummary]) -> None:
     text = format_class_tables(two_summaries)
     for name in ("batch", "bulk", "chat"):
         assert f"### class {name}" in text
@@ -71,14 +71,14 @@ def test_class_tables_cover_every_class(two_summaries: list[PolicySummary]) -> N
     assert "fcfs" in chat and "50.0" in chat and "1.985" in chat
 
 
-def test_write_summary(tmp_path: Path, two_summaries: list[PolicySummary]) -> None:
+def test_write_summary(tmp_path: Path, two_summaries: list[StackSummary]) -> None:
     out = tmp_path / "run"
     data = write_summary(out, "smoke", 7, 6, two_summaries, extra={"git": "abc", "n": 2})
     loaded = json.loads((out / "summary.json").read_text())
     assert loaded == data
     assert list(loaded) == ["scenario", "seed", "requests", "results", "git", "n"]
     assert (loaded["scenario"], loaded["seed"], loaded["requests"]) == ("smoke", 7, 6)
-    assert [r["policy"] for r in loaded["results"]] == ["fcfs", "scorpio", "qlm"]
+    assert [r["stack"] for r in loaded["results"]] == ["fcfs", "scorpio", "qlm"]
     assert loaded["results"][0] == two_summaries[0].to_dict()
     assert loaded["results"][0]["slo_attainment"] == 0.333333
     assert loaded["results"][2]["ttft_p50_s"] is None
@@ -88,19 +88,19 @@ def test_write_summary(tmp_path: Path, two_summaries: list[PolicySummary]) -> No
     assert "### class chat" in md
 
 
-def test_write_summary_without_extra(tmp_path: Path, two_summaries: list[PolicySummary]) -> None:
+def test_write_summary_without_extra(tmp_path: Path, two_summaries: list[StackSummary]) -> None:
     data = write_summary(tmp_path, "s", 1, 6, two_summaries[:1])
     assert list(data) == ["scenario", "seed", "requests", "results"]
 
 
 def test_write_summary_rejects_clashing_extra(
-    tmp_path: Path, two_summaries: list[PolicySummary]
+    tmp_path: Path, two_summaries: list[StackSummary]
 ) -> None:
     with pytest.raises(ValueError, match="results"):
         write_summary(tmp_path, "s", 1, 6, two_summaries, extra={"results": []})
 
 
-def test_write_sweep(tmp_path: Path, two_summaries: list[PolicySummary]) -> None:
+def test_write_sweep(tmp_path: Path, two_summaries: list[StackSummary]) -> None:
     fcfs, scorpio, _ = two_summaries
     sweep = {"fcfs": [(4.0, fcfs), (2.0, fcfs)], "scorpio": [(2.0, scorpio)]}
     data = write_sweep(tmp_path, "ramp", 3, 6, sweep)
@@ -120,22 +120,22 @@ def test_write_sweep(tmp_path: Path, two_summaries: list[PolicySummary]) -> None
         assert _png_ok(tmp_path / name), name
 
 
-def test_plot_summaries(tmp_path: Path, two_summaries: list[PolicySummary]) -> None:
+def test_plot_summaries(tmp_path: Path, two_summaries: list[StackSummary]) -> None:
     paths = plot_summaries(tmp_path / "plots", two_summaries)
     assert [p.name for p in paths] == ["attainment.png", "latency.png", "throughput.png"]
     for p in paths:
         assert _png_ok(p), p
 
 
-def test_plot_summaries_wide_latency_range(tmp_path: Path, summary: PolicySummary) -> None:
+def test_plot_summaries_wide_latency_range(tmp_path: Path, summary: StackSummary) -> None:
     from dataclasses import replace
 
-    wide = replace(summary, policy="slow", ttft_p99_s=500.0)  # 500 / 0.75 > log threshold
+    wide = replace(summary, stack="slow", ttft_p99_s=500.0)  # 500 / 0.75 > log threshold
     paths = plot_summaries(tmp_path, [summary, wide])
     assert all(_png_ok(p) for p in paths)
 
 
-def test_plots_close_their_figures(tmp_path: Path, two_summaries: list[PolicySummary]) -> None:
+def test_plots_close_their_figures(tmp_path: Path, two_summaries: list[StackSummary]) -> None:
     plot_summaries(tmp_path, two_summaries)
     plot_sweep(tmp_path, {"fcfs": [(1.0, two_summaries[0])]})
     import matplotlib.pyplot as plt

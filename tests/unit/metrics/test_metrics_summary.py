@@ -8,14 +8,14 @@ from collections.abc import Callable
 import pytest
 
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
-from shared.metrics.summary import ClassSummary, PolicySummary, percentile, round_sig, summarize
+from shared.metrics.summary import ClassSummary, StackSummary, percentile, round_sig, summarize
 
 # Finished requests r1, r2, r3, r6 (see conftest.py):
 #   TTFT sorted [0.5, 0.5, 1.0, 2.0]; TPOT sorted [0.0, 0.2, 0.25, 0.5]; E2E sorted [1, 2.5, 3, 6].
 # numpy linear percentile over n=4 sorts: position = q/100 * 3.
 #   p50 -> pos 1.5, p90 -> pos 2.7, p99 -> pos 2.97.
 EXPECTED: list[tuple[str, object]] = [
-    ("policy", "fcfs"),
+    ("stack", "fcfs"),
     ("requests", 6),
     # met: r1 and r6 -> 2/6
     ("slo_attainment", 2 / 6),
@@ -58,7 +58,7 @@ EXPECTED: list[tuple[str, object]] = [
 
 @pytest.mark.parametrize(("name", "expected"), EXPECTED, ids=[n for n, _ in EXPECTED])
 def test_aggregate_matches_hand_computation(
-    summary: PolicySummary, name: str, expected: object
+    summary: StackSummary, name: str, expected: object
 ) -> None:
     got = getattr(summary, name)
     if isinstance(expected, float):
@@ -81,14 +81,14 @@ BY_CLASS = [
 
 
 @pytest.mark.parametrize(("cls", "expected"), BY_CLASS, ids=[c for c, _ in BY_CLASS])
-def test_by_class_detail(summary: PolicySummary, cls: str, expected: ClassSummary) -> None:
+def test_by_class_detail(summary: StackSummary, cls: str, expected: ClassSummary) -> None:
     got = summary.by_class[cls]
     assert got.requests == expected.requests
     for field in ("attainment", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "e2e_p50_s"):
         assert getattr(got, field) == pytest.approx(getattr(expected, field), abs=1e-12), field
 
 
-def test_by_class_keys_sorted_and_match_attainment(summary: PolicySummary) -> None:
+def test_by_class_keys_sorted_and_match_attainment(summary: StackSummary) -> None:
     assert list(summary.by_class) == ["batch", "chat"]
     for name, cs in summary.by_class.items():
         assert summary.attainment_by_class[name] == cs.attainment
@@ -96,7 +96,7 @@ def test_by_class_keys_sorted_and_match_attainment(summary: PolicySummary) -> No
 
 def test_zero_duration_gives_zero_rates(run: RunResult) -> None:
     base = run
-    run = RunResult(base.policy, base.records, base.instances, 5.0, 5.0, 0.1)
+    run = RunResult(base.stack, base.records, base.instances, 5.0, 5.0, 0.1)
     s = summarize(run)
     assert (s.goodput_rps, s.throughput_rps, s.throughput_tok_s, s.gpu_busy) == (0, 0, 0, 0)
     assert s.duration_s == 0.0
@@ -177,10 +177,10 @@ def test_round_sig(value: float, expected: float | None) -> None:
     assert round_sig(value) == expected
 
 
-def test_to_dict_is_json_ready(summary: PolicySummary) -> None:
+def test_to_dict_is_json_ready(summary: StackSummary) -> None:
     d = summary.to_dict()
     assert list(d) == [
-        "policy",
+        "stack",
         "slo_attainment",
         "attainment_by_class",
         "tpot_attainment_admitted",
@@ -234,9 +234,9 @@ def test_to_dict_keeps_none() -> None:
     assert json.loads(json.dumps(d))["tpot_p90_s"] is None
 
 
-def test_summary_is_frozen(summary: PolicySummary) -> None:
+def test_summary_is_frozen(summary: StackSummary) -> None:
     with pytest.raises(AttributeError):
-        summary.policy = "other"  # type: ignore[misc]
+        summary.stack = "other"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -254,6 +254,6 @@ def test_prefix_hit_rate_is_token_weighted_over_instances(
         InstanceStats(f"i{k}", "H100", 1.0, 0.0, 0, 0, None, 0, hit, prompt)
         for k, (hit, prompt) in enumerate(caches)
     ]
-    with_caches = RunResult(run.policy, run.records, instances, run.start_s, run.end_s, 1.0)
+    with_caches = RunResult(run.stack, run.records, instances, run.start_s, run.end_s, 1.0)
     assert summarize(with_caches).prefix_hit_rate == pytest.approx(expected)
     assert "prefix_hit_rate" in summarize(with_caches).to_dict()

@@ -7,7 +7,7 @@ from functools import cache
 
 import pytest
 
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
 from slomesh.sim.simulator import Simulator
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # whole-scenario runs (about a second each)
 
 
 @cache
-def run(scenario: str, stack: str, requests: int, rate: float) -> PolicySummary:
+def run(scenario: str, stack: str, requests: int, rate: float) -> StackSummary:
     spec = SCENARIOS.create(scenario)
     wl = spec.workload.with_total_rate(rate).model_copy(update={"requests": requests})
     return summarize(Simulator(spec.cluster, STACKS.create(stack), generate(wl, 0)).run())

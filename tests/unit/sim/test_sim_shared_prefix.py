@@ -6,7 +6,7 @@ from functools import cache
 
 import pytest
 
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
 from slomesh.sim.simulator import Simulator
@@ -14,7 +14,7 @@ from slomesh.stacks import STACKS
 
 
 @cache
-def run(stack: str, requests: int = 600, rate: float = 12.0) -> PolicySummary:
+def run(stack: str, requests: int = 600, rate: float = 12.0) -> StackSummary:
     spec = SCENARIOS.create("shared-prefix")
     wl = spec.workload.with_total_rate(rate).model_copy(update={"requests": requests})
     return summarize(Simulator(spec.cluster, STACKS.create(stack), generate(wl, 0)).run())

@@ -118,7 +118,7 @@ def test_sim_one_record_per_request(sims, smoke_run, smoke, stack):
     requests = sims.requests(0)
     assert [r.request_id for r in run.records] == [r.request_id for r in requests]
     assert len({r.request_id for r in run.records}) == len(requests) == n
-    assert run.policy == stack
+    assert run.stack == stack
     for req, rec in zip(requests, run.records, strict=True):
         assert rec.finished and not rec.rejected
         assert rec.output_tokens == req.output_tokens_to_generate

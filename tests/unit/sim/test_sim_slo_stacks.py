@@ -16,7 +16,7 @@ from services.replica.core.static import StaticPlanner
 from services.scheduler.core.batching.policy import BatchingPolicy
 from shared.domain import Request
 from shared.metrics.records import RunResult
-from shared.metrics.summary import PolicySummary, summarize
+from shared.metrics.summary import StackSummary, summarize
 from shared.workloads import generate
 from slomesh.bench.scenarios import SCENARIOS
 from slomesh.sim.simulator import Simulator
@@ -41,7 +41,7 @@ def scenario_run(scenario: str, stack: str, requests: int, seed: int = 0) -> Run
 
 
 @cache
-def scenario_summary(scenario: str, stack: str, requests: int) -> PolicySummary:
+def scenario_summary(scenario: str, stack: str, requests: int) -> StackSummary:
     return summarize(scenario_run(scenario, stack, requests))
 
 
