@@ -71,6 +71,9 @@ class SwapRecord:
     seconds: float
     """Wall time from the start of the unload to the new model ready (load and warm-up)."""
     ok: bool
+    started_unix_s: float = 0.0
+    """When the swap started (Unix seconds): a bench sets the swaps of several replicas side by
+    side (two engine restarts at once share the host's CPUs)."""
 
 
 @dataclass
@@ -182,7 +185,7 @@ class ModelHost(Generic[S]):
 
     async def _swap_to(self, target: str) -> None:
         old, serving = self.active, self._serving
-        t0 = time.monotonic()
+        t0, started = time.monotonic(), time.time()
         ok = True
         try:
             if serving is not None:
@@ -202,7 +205,7 @@ class ModelHost(Generic[S]):
                 if not w.ready.done():
                     w.ready.set_exception(SwapFailed(f"model '{target}' failed to load: {err}"))
         finally:
-            self.swaps.append(SwapRecord(old, target, time.monotonic() - t0, ok))
+            self.swaps.append(SwapRecord(old, target, time.monotonic() - t0, ok, started))
             self._swap = None
             self._loading = None
             self._pump()

@@ -12,7 +12,9 @@ names its model (the client sends it as `model`). The measured profiles are used
 The run's report adds what only the live side can count: each replica's measured swaps
 (ReplicaDeployment.SwapLog), the requests a failed swap answered with an error, and the
 requests lost after they were accepted (a 200 answer whose stream ended short of its forced
-output length), beside the simulator's swap count and the profile's swap time.
+output length), beside the simulator's swap count and the profile's swap time, and how many
+swaps ran while another replica swapped too (`overlapping_swaps`: two engine restarts at once
+share the host's CPUs, where the profile measured one at a time).
 """
 
 from __future__ import annotations
@@ -188,7 +190,37 @@ def swap_report(
         "error_requests": len(error_requests(live)),
         "rejected_requests": sum(r.rejected for r in live),
         "sim_swaps": sim_swaps,
+        **overlapping_swaps(logs),
         "by_replica": {k: dict(v) for k, v in logs.items()},
+    }
+
+
+def overlapping_swaps(logs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The live swaps that ran while another replica swapped too (two engine restarts at once
+    share the host's CPUs; the profile measured one at a time), and the median seconds of those
+    and of the others; None where the replicas did not time their swaps' starts."""
+    spans = [
+        (name, float(s["started_unix_s"]), float(s["seconds"]))
+        for name, log in logs.items()
+        for s in log.get("swaps", [])
+        if s.get("ok") and s.get("started_unix_s")
+    ]
+    if not spans:
+        return {
+            "live_swaps_overlapping": None,
+            "overlapping_median_s": None,
+            "alone_median_s": None,
+        }
+    together = [
+        (name, t, d)
+        for name, t, d in spans
+        if any(o != name and t < t2 + d2 and t2 < t + d for o, t2, d2 in spans)
+    ]
+    alone = [d for name, t, d in spans if (name, t, d) not in together]
+    return {
+        "live_swaps_overlapping": len(together),
+        "overlapping_median_s": statistics.median(d for _, _, d in together) if together else None,
+        "alone_median_s": statistics.median(alone) if alone else None,
     }
 
 

@@ -90,7 +90,7 @@ def test_other_model_waits_for_running_requests_then_swaps():
     events, host = run(main())
     assert events == ["load A", "unload A", "load B"]  # A's request ended before the unload
     assert [(s.from_model, s.to_model, s.ok) for s in host.swaps] == [("A", "B", True)]
-    assert host.swaps[0].seconds >= 0
+    assert host.swaps[0].seconds >= 0 and host.swaps[0].started_unix_s > 0
 
 
 def test_head_of_line_for_another_model_holds_back_later_requests_of_the_active_one():
