@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
 
     sim: dict[str, list[RequestRecord]] = {}
     sim_scored: dict[str, list[ScoredWait]] = {}
-    sim_swaps: dict[str, int] = {}
+    sim_swaps: dict[str, dict[str, int]] = {}
 
     def simulated(
         p: str, prof: HardwareProfile, loop_lag_s: float = 0.0, speed: HostSpeed | None = None
@@ -280,7 +280,7 @@ def _scenario(args: argparse.Namespace) -> LiveScenario | None:
 def _swaps(
     args: argparse.Namespace,
     trace: list[AgreeRequest],
-    sim_swaps: dict[str, int],
+    sim_swaps: dict[str, dict[str, int]],
     res: LiveResults | None,
 ) -> dict[str, Any]:
     live = res if res is not None else LiveResults()

@@ -132,15 +132,15 @@ def simulate_scenario(
     admission: SimAdmissionConfig,
     ingress: SimIngressConfig,
     overhead_s: float = 0.0,
-) -> tuple[SimRun, int]:
+) -> tuple[SimRun, dict[str, int]]:
     """The trace on the scenario's cluster behind the live config's admission; the run and
-    the swaps its instances made."""
+    the swaps each of its instances made."""
     requests = shift_in([r.to_request(r.model or "") for r in trace], overhead_s)
     sim = Simulator(sc.cluster, stack, requests, admission=admission, ingress=ingress)
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
     scored = list(tracker.scored()) if tracker is not None else []
-    swaps = sum(i.swaps for i in result.instances)
+    swaps = {i.instance: i.swaps for i in result.instances}
     return SimRun(shift_out(result.records, overhead_s), scored, sim.global_policy), swaps
 
 
@@ -170,7 +170,7 @@ def swap_report(
     live: Sequence[RequestRecord],
     trace: Sequence[AgreeRequest],
     profile_s: Mapping[str, float],
-    sim_swaps: int | None,
+    sim_swaps: Mapping[str, int] | None,
 ) -> dict[str, Any]:
     """One stack's swaps: count, measured seconds, failures, lost requests and requests
     answered with a server error, against the profile's swap time and the simulator's count."""
@@ -189,7 +189,8 @@ def swap_report(
         "lost_requests": len(lost_requests(live, trace)),
         "error_requests": len(error_requests(live)),
         "rejected_requests": sum(r.rejected for r in live),
-        "sim_swaps": sim_swaps,
+        "sim_swaps": None if sim_swaps is None else sum(sim_swaps.values()),
+        "sim_swaps_by_instance": None if sim_swaps is None else dict(sim_swaps),
         **overlapping_swaps(logs),
         "by_replica": {k: dict(v) for k, v in logs.items()},
     }
@@ -227,7 +228,7 @@ def overlapping_swaps(logs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def swaps_table(
     profile_file: Path,
     trace: Sequence[AgreeRequest],
-    sim_swaps: Mapping[str, int],
+    sim_swaps: Mapping[str, Mapping[str, int]],
     live_swaps: Mapping[str, Mapping[str, Mapping[str, Any]]],
     live_records: Mapping[str, Sequence[RequestRecord]],
 ) -> dict[str, Any]:

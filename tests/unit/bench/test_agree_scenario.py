@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_the_swap_report_counts_swaps_failures_and_lost_requests() -> None:
     error = RequestRecord.from_request(
         req[3], None, None, None, 0, reject_reason="HTTP 500: replica failed mid-request"
     )
-    logs = {
+    logs: dict[str, Any] = {
         "replica-0": {
             "swaps": [
                 {"from_model": "a", "to_model": "b", "seconds": 20.0, "ok": True},
@@ -89,11 +90,13 @@ def test_the_swap_report_counts_swaps_failures_and_lost_requests() -> None:
         },
         "replica-1": {"swaps": [{"from_model": "b", "to_model": "a", "seconds": 30.0, "ok": True}]},
     }
-    r = swap_report(logs, [full, short, refused, error], trace, {"a": 24.0, "b": 26.0}, 7)
+    r = swap_report(
+        logs, [full, short, refused, error], trace, {"a": 24.0, "b": 26.0}, {"i0": 3, "i1": 4}
+    )
     assert (r["live_swaps"], r["live_swaps_failed"], r["live_swap_median_s"]) == (3, 1, 25.0)
     assert r["profile_over_live"] == pytest.approx(1.0)
     assert (r["failed_requests"], r["lost_requests"], r["rejected_requests"]) == (2, 1, 2)
     assert r["error_requests"] == 1  # the server error, not the 429
-    assert r["sim_swaps"] == 7
+    assert r["sim_swaps"] == 7 and r["sim_swaps_by_instance"] == {"i0": 3, "i1": 4}
     nothing = swap_report({}, [], trace, {}, None)
     assert nothing["live_swap_median_s"] is None and nothing["profile_over_live"] is None
