@@ -23,6 +23,7 @@ class ReplicaHealth:
     max_queued: int
     released: int
     _queued: dict[str, Request]
+    _owner: dict[str, LiveReplica]
     _probe_failures: dict[str, int]
 
     if TYPE_CHECKING:  # AdmissionCore's
@@ -55,7 +56,10 @@ class ReplicaHealth:
             return []
         lost = rep.unheld(held, now_s, lease_s)
         for rid in lost:
-            self.report(rid, 0, now_s)
+            if self._owner.get(rid) is rep:
+                self.report(rid, 0, now_s)
+            else:  # placed again elsewhere since (re-planned while this replica was lost), or
+                rep.forget(rid)  # done there: only this replica's books still hold it
         self.released += len(lost)
         return lost
 

@@ -179,3 +179,26 @@ def test_probes_make_a_replica_unhealthy_only_after_failures_in_a_row(
     for k, answered in enumerate(probes):
         core.record_probe("replica-0", answered, float(k), failures_to_unhealthy=2)
     assert rep.healthy is healthy_after
+
+
+def test_a_replica_back_from_a_lost_spell_releases_its_own_stale_admissions_only() -> None:
+    """A replica that missed its probes is lost: QLM places what it held again on the other
+    one. Once it answers again, what it no longer holds is released from its own books; the
+    other replica keeps them. Before, the release went by the request's latest owner: the other
+    replica's books lost them and the stale ones stayed for good (on a replica with several
+    models, a stale request of another model counts as waiting and closes QLM's pull window)."""
+    reps = [LiveReplica(f"replica-{k}", "cpu", "m", None, max_num_seqs=2) for k in range(2)]
+    core = AdmissionCore(reps, create_global_policy("qlm"), "qlm", 64)
+    for rep in reps:
+        core.set_health(rep.application, True, 0.0)
+    for k in range(4):
+        core.admit(req(f"r{k}", ttft_s=60.0), 0.0)
+    placed = set(reps[0].in_flight)
+    assert placed and not reps[1].in_flight
+    for t in (1.0, 2.0):
+        core.record_probe("replica-0", False, t, failures_to_unhealthy=2)
+    assert set(reps[1].in_flight) == placed  # placed again on the replica that answers
+    core.record_probe("replica-0", True, 3.0)
+    assert set(core.release_unheld("replica-0", set(), 10.0, lease_s=5.0)) == placed
+    assert not reps[0].in_flight
+    assert set(reps[1].in_flight) == placed
