@@ -117,8 +117,16 @@ def main(argv: list[str]) -> int:
     import ray
     import yaml
 
+    from slomesh.launch.mesh import loopback_node
+
     config = yaml.safe_load(Path(argv[0]).read_text())
-    ray.init(address="auto", log_to_driver=False, logging_level=logging.ERROR)
+    # the mesh's embedded node is a loopback one (`slomesh up`): a driver joins it there
+    ray.init(
+        address="auto",
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+        **loopback_node("127.0.0.1"),
+    )
     try:
         snapshots = asyncio.run(_ask(shard_names(config), 20.0))
     finally:
