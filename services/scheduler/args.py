@@ -95,6 +95,12 @@ class SchedulerArgs(BaseModel):
     failures_to_unhealthy: int = Field(2, ge=1)
     """Failed probes in a row that make a replica unhealthy (no placements or pulls) until it
     answers again."""
+    swap_grace_factor: float = Field(2.5, ge=0)
+    """A replica with a swap due is swapping, not lost, while it does not answer: its missed
+    probes are excused for this many times the profile's swap time (weight bytes over cold
+    load bandwidth) from the first of them (core/replica_health.py). An engine restart may
+    hold the replica's event loop for seconds, and two restarts at once on a shared host take
+    longer than the profile's one at a time. 0: a swap excuses nothing."""
     tick_interval_ms: float = Field(100.0, gt=0)
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()

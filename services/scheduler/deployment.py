@@ -249,13 +249,17 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             now = time.time()
             if state is not None:
                 self.answered.add(name)
-            if self.core.record_probe(
-                name, state is not None, now, self.args.failures_to_unhealthy
-            ):
+            excused, grace = self.core.excused_misses, self.args.swap_grace_factor
+            answered = state is not None
+            if self.core.record_probe(name, answered, now, self.args.failures_to_unhealthy, grace):
                 with self._tracer.start_as_current_span("replica.health") as span:
                     span.set_attribute("slomesh.replica", name)
                     span.set_attribute("slomesh.healthy", state is not None)
                 self._dispatch()
+            elif self.core.excused_misses > excused:
+                with self._tracer.start_as_current_span("replica.swap_grace") as span:
+                    span.set_attribute("slomesh.replica", name)
+                    span.set_attribute("slomesh.swap_to", self.core.replicas[name].swap_due())
             if state is not None and name not in self._pooled:
                 self._queue_report(name, state)
                 self.core.replicas[name].observe_active(state.active_model)

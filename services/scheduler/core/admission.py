@@ -107,10 +107,14 @@ class AdmissionCore(ReplicaHealth):
         self.admitted = 0
         self.rejected = 0
         self.released = 0
+        """Admissions released by reconciliation (no report ever came)."""
         self._continuing: set[str] = set()
         """Requests back from a slice end (resume_slice): started streams, never expired."""
-        self._probe_failures: dict[str, int] = {}
-        """Admissions released by reconciliation (no report ever came)."""
+        self._probe_failures: dict[str, tuple[int, float]] = {}
+        """Missed Status probes in a row per replica, and when the first of them was."""
+        self.excused_misses = 0
+        """Missed probes that would have made a replica unhealthy, excused as it swaps
+        (replica_health.py)."""
 
     @property
     def queued(self) -> int:

@@ -60,6 +60,9 @@ class LiveReplica:
     adapters: tuple[str, ...] = ()
     """The LoRA adapters the replica reported loaded (its latest state's loaded_adapters),
     least recently used first."""
+    swap_ordered: str = ""
+    """The model of the scheduler's swap order not yet seen carried out ("": none); cleared
+    once Status names another active model (the order was carried out, or a later one was)."""
 
     @property
     def name(self) -> str:
@@ -103,7 +106,31 @@ class LiveReplica:
     def observe_active(self, model: str) -> None:
         """The replica's Status named `model` active."""
         if model and self.serves(model):
+            if model != self.active_model or model == self.swap_ordered:
+                self.swap_ordered = ""  # swapped since the order: it is carried out or void
             self.active = model
+
+    def swap_due(self) -> str:
+        """The model this replica swaps to next as the scheduler's books see it ("": none): its
+        swap order, else the model of the first request placed here for a model it serves but
+        does not have active (the replica swaps for it once the active model's requests end)."""
+        if self.swap_ordered:
+            return self.swap_ordered
+        active = self.active_model
+        for r in self.in_flight.values():
+            if r.model != active and self.serves(r.model):
+                return r.model
+        return ""
+
+    def expected_swap_s(self) -> float:
+        """The profile's time for the swap due (load_time_s); 0 with none due or no profile."""
+        model = self.swap_due()
+        if not model:
+            return 0.0
+        try:
+            return self.load_time_s(model)
+        except ValueError:  # no profile for it: nothing to expect
+            return 0.0
 
     def status(self) -> EngineStatus:
         return self.status_after(PendingChange())
@@ -189,6 +216,9 @@ class LiveReplica:
         """The policy swapped this replica to `model` (sent by the shell as a SwapModel call)."""
         if not self.serves(model):
             raise ValueError(f"replica {self.application} does not serve model '{model}'")
+        # SwapOrder's rule on the replica: a later order replaces one, one back to the active
+        # model cancels it
+        self.swap_ordered = "" if model == self.active_model else model
         self.pending.append(ReplicaAction(self.application, "swap", (), model))
 
     def take_actions(self) -> list[ReplicaAction]:

@@ -1,5 +1,13 @@
 """Replica health in the live scheduler: Status probes, unhealthy replicas, unheld admissions.
 
+A replica with a swap due (its swap order, or requests placed there for a model it does not
+have active: LiveReplica.swap_due) is swapping, not lost, while it does not answer: restarting
+an engine may keep its event loop busy for seconds (vLLM's shutdown joins the engine process),
+so its missed probes are excused until `swap_grace_factor` times the profile's swap time has
+passed since the first of them (`probe_verdict`). Only then do `failures_to_unhealthy` misses
+in a row make it unhealthy, and with it its queued work re-planned elsewhere. A replica found
+gone (an ingress's stream refused) is unhealthy at once, swap or not.
+
 A mixin of AdmissionCore (core/admission.py): the books it keeps are AdmissionCore's.
 """
 
@@ -16,6 +24,20 @@ if TYPE_CHECKING:
     from shared.domain import Request
 
 
+def probe_verdict(
+    misses: int,
+    missed_for_s: float,
+    failures_to_unhealthy: int,
+    expected_swap_s: float,
+    swap_grace_factor: float,
+) -> bool:
+    """Whether a replica is unhealthy after `misses` missed probes in a row, the first one
+    `missed_for_s` ago, given the swap time it is expected to take (0: no swap due)."""
+    if misses < failures_to_unhealthy:
+        return False
+    return missed_for_s >= expected_swap_s * swap_grace_factor
+
+
 class ReplicaHealth:
     replicas: dict[str, LiveReplica]
     core: ClusterCore
@@ -24,7 +46,8 @@ class ReplicaHealth:
     released: int
     _queued: dict[str, Request]
     _owner: dict[str, LiveReplica]
-    _probe_failures: dict[str, int]
+    _probe_failures: dict[str, tuple[int, float]]
+    excused_misses: int
 
     if TYPE_CHECKING:  # AdmissionCore's
 
@@ -64,17 +87,31 @@ class ReplicaHealth:
         return lost
 
     def record_probe(
-        self, application: str, answered: bool, now_s: float, failures_to_unhealthy: int = 2
+        self,
+        application: str,
+        answered: bool,
+        now_s: float,
+        failures_to_unhealthy: int = 2,
+        swap_grace_factor: float = 0.0,
     ) -> bool:
         """One Status probe's outcome. A replica turns unhealthy after `failures_to_unhealthy`
-        failed probes in a row (one slow answer under load does not flap it) and healthy again
-        at its first answer. True when its health changed (see set_health)."""
+        failed probes in a row (one slow answer under load does not flap it), and not before
+        `swap_grace_factor` times its expected swap time since the first of them while a swap
+        is due (module docstring); healthy again at its first answer. True when its health
+        changed (see set_health)."""
         if answered:
             self._probe_failures.pop(application, None)
             return self.set_health(application, True, now_s)
-        n = self._probe_failures.get(application, 0) + 1
-        self._probe_failures[application] = n
-        return n >= failures_to_unhealthy and self.set_health(application, False, now_s)
+        n, since = self._probe_failures.get(application, (0, now_s))
+        n += 1
+        self._probe_failures[application] = (n, since)
+        rep = self.replicas.get(application)
+        swap_s = rep.expected_swap_s() if rep is not None and rep.healthy else 0.0
+        if not probe_verdict(n, now_s - since, failures_to_unhealthy, swap_s, swap_grace_factor):
+            if n >= failures_to_unhealthy:
+                self.excused_misses += 1  # a swapping replica's miss
+            return False
+        return self.set_health(application, False, now_s)
 
     def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
         """Record whether replica `application` answers; True when that changed. A replica that
