@@ -3,8 +3,10 @@ grace factor times the profile's swap time (core/replica_health.py), then the us
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,8 +16,11 @@ from services.scheduler.core.live_view import LiveReplica
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.replica_health import probe_verdict
 from shared.domain import SLO, Request
+from shared.rpc.client import CallFailed
+from shared.rpc.slomesh.v1 import common_pb2
 from tests.unit.scheduler.conftest import make_profile
 
+LLAMA, MISTRAL = "llama-3.1-8b", "mistral-7b"
 SWAP_S = 6.0
 """The swap models' profiled load time: 6e9 weight bytes at the fake profile's 1e9 B/s."""
 
@@ -147,3 +152,48 @@ def test_scheduler_args_default_swap_grace() -> None:
     assert SchedulerArgs.model_validate({"replicas": replicas}).swap_grace_factor == 2.5
     with pytest.raises(ValueError, match="swap_grace_factor"):
         SchedulerArgs.model_validate({"replicas": replicas, "swap_grace_factor": -1})
+
+
+class SwappingStatus:
+    """The scheduler's mesh client for Status probes: replica-0 answers until `answering` is
+    False, then its probes time out (its event loop is busy restarting the engine)."""
+
+    def __init__(self) -> None:
+        self.answering = True
+
+    async def call(
+        self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
+    ) -> Any:
+        if not self.answering:
+            raise CallFailed(application, "DEADLINE_EXCEEDED", "Status timed out")
+        ref = common_pb2.ReplicaRef(application=application, gpu="A100-80GB", model=LLAMA)
+        return common_pb2.ReplicaState(replica=ref, active_model=LLAMA)
+
+
+@pytest.mark.parametrize(("grace", "healthy_after"), [(2.5, True), (0.0, False)])
+def test_the_scheduler_shell_probes_with_the_swap_grace(grace: float, healthy_after: bool) -> None:
+    async def run() -> None:
+        from services.scheduler.deployment import SchedulerDeployment
+
+        cls: Any = SchedulerDeployment.func_or_class  # type: ignore[attr-defined]
+        replica_args = {"application": "replica-0", "gpu": "A100-80GB", "model": LLAMA}
+        sched = cls(
+            {
+                "replicas": [{**replica_args, "swap_models": [MISTRAL]}],
+                "reconcile_interval_ms": 3_600_000,  # the test probes by hand
+                "swap_grace_factor": grace,
+                "tracing": {"exporter": "none"},
+            }
+        )
+        double = sched.client = SwappingStatus()
+        await sched._probe(["replica-0"])
+        rep = sched.core.replicas["replica-0"]
+        assert rep.healthy and rep.expected_swap_s() == 0.0
+        rep.book_swap(MISTRAL)  # the profile's A100 load time for it: seconds
+        double.answering = False
+        for _ in range(sched.args.failures_to_unhealthy):
+            await sched._probe(["replica-0"])
+        assert rep.healthy is healthy_after
+        assert sched.core.excused_misses == (1 if healthy_after else 0)
+
+    asyncio.run(run())
