@@ -3,7 +3,8 @@
 Spans are sampled (shared/telemetry.py), so what must count every request is kept here: the
 admissions placed on lease credits (the fast path: an ingress placed the request itself and
 told the scheduler in a `Sync` or `Place`), those admitted by `Admit` (and of them, those that
-waited in the global queue first), the refusals, and the placements per replica (both paths).
+waited in the global queue first), the refusals, the placements per replica (both paths) and
+the `Sync` calls.
 `Health` answers the totals; the Serve-handle method `AdmissionCounts` answers all of them
 (benchmarks take the difference over a phase: slomesh/bench/compare/admission_counts.py).
 Counting is a few integer additions per admission, nothing on a timer.
@@ -27,6 +28,10 @@ class AdmissionCounts:
     """`Admit` calls answered with a refusal (a queued request shed or expired included)."""
     by_replica: dict[str, int] = field(default_factory=dict)
     """Placements per replica application, both paths."""
+    sync_calls: int = 0
+    """`Sync` calls received (each carries an ingress's batch of placements and reports and
+    is answered with a grant): with the `Admit` calls (`admit` + `refused`), the calls the
+    scheduler paid a round trip for."""
 
     def placed(self, replica: str, fast_path: bool, queued: bool = False) -> None:
         """One admission on `replica`: on a lease credit (`fast_path`) or by Admit."""
@@ -40,6 +45,10 @@ class AdmissionCounts:
     def refusal(self) -> None:
         self.refused += 1
 
+    def synced(self) -> None:
+        """One `Sync` call."""
+        self.sync_calls += 1
+
     @property
     def admitted(self) -> int:
         """Admissions on both paths."""
@@ -52,5 +61,6 @@ class AdmissionCounts:
             "admit": self.admit,
             "queued": self.queued,
             "refused": self.refused,
+            "sync_calls": self.sync_calls,
             "by_replica": dict(sorted(self.by_replica.items())),
         }

@@ -149,6 +149,7 @@ class LeaseRpc:
         grant. A placement whose metadata breaks a domain rule is skipped, not the batch."""
         require_mesh_credential(grpc_context, "scheduler.Sync")
         self._start_reconciler()
+        self.leases.counts.synced()
         for item in request.items:
             if item.WhichOneof("work") == "report":
                 self._take_report(item.report)

@@ -4,7 +4,8 @@ admission counters (services/scheduler/admission_counts.py), read before and aft
 Traces are head-sampled (shared/telemetry.py), so spans cannot count admissions; every
 scheduler shard counts them instead: placements on lease credits (the fast path: the ingress
 placed the request itself and told the scheduler in its next `Sync`), admissions by `Admit`
-(of them those that waited in the global queue first), refusals, and placements per replica.
+(of them those that waited in the global queue first), refusals, placements per replica, and the
+`Sync` calls that carried the fast path's placements (each a round trip the scheduler pays).
 The difference over a phase gives the share of admissions that paid the scheduler's full round
 trip, and the placements per replica (a mesh whose requests all go to one of several replicas
 shows here).
@@ -26,7 +27,7 @@ from typing import Any
 
 SCHEDULER_IMPORT = "services.scheduler.deployment:build_app"
 """The import path of a scheduler shard's application."""
-COUNTS = ("fast_path", "admit", "queued", "refused")
+COUNTS = ("fast_path", "admit", "queued", "refused", "sync_calls")
 
 
 def shard_names(config: dict[str, Any]) -> list[str]:
@@ -86,11 +87,15 @@ def describe(paths: dict[str, Any]) -> str:
         return "no admissions counted (the schedulers' counters did not move)"
     share = 100.0 * paths["fast_path"] / total_n
     replicas = ", ".join(f"{k} {v}" for k, v in paths.get("by_replica", {}).items()) or "-"
-    return (
+    line = (
         f"{total_n} admitted: {paths['fast_path']} on lease credits (fast path, {share:.0f}%), "
         f"{paths['admit']} by Admit ({paths['queued']} of them queued first); "
         f"{paths['refused']} refused; placements: {replicas}"
     )
+    syncs = int(paths.get("sync_calls", 0))
+    if syncs:
+        line += f"; {syncs} Sync calls ({syncs / total_n:.2f} per admission)"
+    return line
 
 
 async def _ask(names: list[str], timeout_s: float) -> list[dict[str, Any]]:

@@ -26,12 +26,15 @@ def _spec(counters: Any = None) -> SystemSpec:
     return SystemSpec("slomesh", 1, ["x"], "http://127.0.0.1:1/v1", "m", counters=counters)
 
 
-def _counts(fast: int, admit: int, queued: int, refused: int, **by: int) -> dict[str, Any]:
+def _counts(
+    fast: int, admit: int, queued: int, refused: int, syncs: int = 0, **by: int
+) -> dict[str, Any]:
     return {
         "fast_path": fast,
         "admit": admit,
         "queued": queued,
         "refused": refused,
+        "sync_calls": syncs,
         "by_replica": dict(sorted(by.items())),
     }
 
@@ -42,8 +45,8 @@ def _counts(fast: int, admit: int, queued: int, refused: int, **by: int) -> dict
         ([], _counts(0, 0, 0, 0)),
         ([_counts(3, 1, 1, 0, r0=4)], _counts(3, 1, 1, 0, r0=4)),
         (
-            [_counts(3, 1, 1, 0, r0=4), _counts(5, 2, 0, 7, r0=1, r1=6)],
-            _counts(8, 3, 1, 7, r0=5, r1=6),
+            [_counts(3, 1, 1, 0, 2, r0=4), _counts(5, 2, 0, 7, 3, r0=1, r1=6)],
+            _counts(8, 3, 1, 7, 5, r0=5, r1=6),
         ),
     ],
 )
@@ -54,7 +57,11 @@ def test_total_sums_the_shards(snapshots: list[dict[str, Any]], want: dict[str, 
 @pytest.mark.parametrize(
     ("after", "before", "want"),
     [
-        (_counts(10, 2, 1, 0, r0=12), _counts(4, 2, 1, 0, r0=6), _counts(6, 0, 0, 0, r0=6)),
+        (
+            _counts(10, 2, 1, 0, 9, r0=12),
+            _counts(4, 2, 1, 0, 5, r0=6),
+            _counts(6, 0, 0, 0, 4, r0=6),
+        ),
         (  # a replica with no new placement is left out; one first placed now shows
             _counts(4, 5, 2, 3, r0=6, r1=3),
             _counts(4, 2, 1, 1, r0=6),
@@ -90,6 +97,10 @@ def test_describe_gives_the_fast_path_share_and_replicas() -> None:
         "0 refused; placements: replica-0 3, replica-1 1"
     )
     assert describe(_counts(0, 0, 0, 2)).startswith("no admissions counted")
+    with_syncs = _counts(3, 1, 0, 0, 2, **{"replica-0": 4})
+    assert describe(with_syncs).endswith(
+        "placements: replica-0 4; 2 Sync calls (0.50 per admission)"
+    )
 
 
 def test_page_reports_admissions_and_scheduler_cpu_per_admission() -> None:
@@ -127,7 +138,7 @@ def test_page_reports_admissions_and_scheduler_cpu_per_admission() -> None:
                 {"fast_path": 2, "admit": 1, "by_replica": {"r0": 3}},
                 {"fast_path": 9, "admit": 1, "refused": 1, "by_replica": {"r0": 10}},
             ],
-            {"fast_path": 7, "admit": 0, "queued": 0, "refused": 1, "by_replica": {"r0": 7}},
+            _counts(7, 0, 0, 1, r0=7),  # a reading without Sync calls (an older scheduler)
         ),
         ([None, {"fast_path": 1}], None),  # the first reading failed: no figure, not a wrong one
         ([{"fast_path": 1}, None], None),

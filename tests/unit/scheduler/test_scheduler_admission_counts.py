@@ -8,19 +8,43 @@ import pytest
 from services.scheduler.admission_counts import AdmissionCounts
 
 CASES = [
-    # (events: ("place", replica, fast_path, queued) or ("refuse",), expected snapshot)
-    ([], {"fast_path": 0, "admit": 0, "queued": 0, "refused": 0, "by_replica": {}}),
+    # (events: ("place", replica, fast_path, queued), ("refuse",) or ("sync",); the snapshot)
     (
-        [("place", "r0", True, False), ("place", "r0", True, False)],
-        {"fast_path": 2, "admit": 0, "queued": 0, "refused": 0, "by_replica": {"r0": 2}},
+        [],
+        {"fast_path": 0, "admit": 0, "queued": 0, "refused": 0, "sync_calls": 0, "by_replica": {}},
+    ),
+    (
+        [("place", "r0", True, False), ("place", "r0", True, False), ("sync",)],
+        {
+            "fast_path": 2,
+            "admit": 0,
+            "queued": 0,
+            "refused": 0,
+            "sync_calls": 1,
+            "by_replica": {"r0": 2},
+        },
     ),
     (
         [("place", "r1", False, True), ("place", "r0", False, False), ("refuse",)],
-        {"fast_path": 0, "admit": 2, "queued": 1, "refused": 1, "by_replica": {"r0": 1, "r1": 1}},
+        {
+            "fast_path": 0,
+            "admit": 2,
+            "queued": 1,
+            "refused": 1,
+            "sync_calls": 0,
+            "by_replica": {"r0": 1, "r1": 1},
+        },
     ),
     (  # a placement on a credit is never counted as queued
         [("place", "r0", True, True), ("refuse",), ("refuse",)],
-        {"fast_path": 1, "admit": 0, "queued": 0, "refused": 2, "by_replica": {"r0": 1}},
+        {
+            "fast_path": 1,
+            "admit": 0,
+            "queued": 0,
+            "refused": 2,
+            "sync_calls": 0,
+            "by_replica": {"r0": 1},
+        },
     ),
 ]
 
@@ -31,6 +55,8 @@ def test_counts_follow_the_admissions(events: list[tuple], expected: dict) -> No
     for event in events:
         if event[0] == "place":
             counts.placed(event[1], fast_path=event[2], queued=event[3])
+        elif event[0] == "sync":
+            counts.synced()
         else:
             counts.refusal()
     assert counts.snapshot() == expected

@@ -82,6 +82,7 @@ def test_placements_and_reports_run_in_order_and_the_answer_is_a_grant() -> None
             "admit": 0,
             "queued": 0,
             "refused": 0,
+            "sync_calls": 1,  # the call carrying the two placements (and the skipped one)
             "by_replica": {"replica-0": 2},
         }
         limits = {c.replica.application: c.limit for c in grant.credits}
