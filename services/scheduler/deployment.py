@@ -20,6 +20,7 @@ from services.scheduler.core.autoscale.wire import encode
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
+from services.scheduler.health_events import health_event
 from services.scheduler.leasing import LeaseDesk, LeaseRpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.shard_member import ShardMember
@@ -252,14 +253,11 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             excused, grace = self.core.excused_misses, self.args.swap_grace_factor
             answered = state is not None
             if self.core.record_probe(name, answered, now, self.args.failures_to_unhealthy, grace):
-                with self._tracer.start_as_current_span("replica.health") as span:
-                    span.set_attribute("slomesh.replica", name)
-                    span.set_attribute("slomesh.healthy", state is not None)
+                health_event(self._tracer, "replica.health", name, healthy=answered)
                 self._dispatch()
             elif self.core.excused_misses > excused:
-                with self._tracer.start_as_current_span("replica.swap_grace") as span:
-                    span.set_attribute("slomesh.replica", name)
-                    span.set_attribute("slomesh.swap_to", self.core.replicas[name].swap_due())
+                swap_to = self.core.replicas[name].swap_due()
+                health_event(self._tracer, "replica.swap_grace", name, swap_to=swap_to)
             if state is not None and name not in self._pooled:
                 self._queue_report(name, state)
                 self.core.replicas[name].observe_active(state.active_model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -170,8 +171,16 @@ class SwappingStatus:
         return common_pb2.ReplicaState(replica=ref, active_model=LLAMA)
 
 
-@pytest.mark.parametrize(("grace", "healthy_after"), [(2.5, True), (0.0, False)])
-def test_the_scheduler_shell_probes_with_the_swap_grace(grace: float, healthy_after: bool) -> None:
+@pytest.mark.parametrize(
+    ("grace", "healthy_after", "told"),
+    [
+        (2.5, True, "replica.swap_grace replica=replica-0 swap_to=mistral-7b"),
+        (0.0, False, "replica.health replica=replica-0 healthy=False"),
+    ],
+)
+def test_the_scheduler_shell_probes_with_the_swap_grace(
+    grace: float, healthy_after: bool, told: str, caplog: pytest.LogCaptureFixture
+) -> None:
     async def run() -> None:
         from services.scheduler.deployment import SchedulerDeployment
 
@@ -196,4 +205,6 @@ def test_the_scheduler_shell_probes_with_the_swap_grace(grace: float, healthy_af
         assert rep.healthy is healthy_after
         assert sched.core.excused_misses == (1 if healthy_after else 0)
 
-    asyncio.run(run())
+    with caplog.at_level(logging.WARNING, logger="slomesh.scheduler"):
+        asyncio.run(run())
+    assert told in caplog.text  # the run's log tells every health change and excused miss
