@@ -5,23 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared.domain import SLO, DecodeCoeffs, HardwareProfile, PrefillCoeffs, Request
+from shared.domain import SLO, Request
 from shared.domain.engine import EngineConfig
 from slomesh.sim.host_speed import HostSpeed, resample
 from slomesh.sim.lone_engine import LoneEngine
-
-PROFILE = HardwareProfile(
-    gpu="test-gpu",
-    model="m",
-    tensor_parallel=1,
-    prefill=PrefillCoeffs(1e-4, 0.0, 0.0, 0.01),
-    decode=DecodeCoeffs(1e-7, 1e-4, 0.0, 0.01),
-    kv_capacity_bytes=4096 * 1000,
-    kv_bytes_per_token=1000,
-    weight_bytes=10**9,
-    swap_bytes_s=1e10,
-    cold_load_bytes_s=1e9,
-)
+from tests.unit.sim.test_sim_lone_engine import PROFILE  # the same one-engine profile
 
 
 def request(rid: str, arrival: float, output: int) -> Request:
