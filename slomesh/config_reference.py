@@ -90,7 +90,8 @@ PAGES = (
           "shared.workloads.conversations:ConversationSpec",
           "slomesh.sim.shards:ShardModel", "slomesh.sim.scheduler:SimAdmissionConfig",
           "slomesh.sim.ingress:SimIngressConfig",
-          "slomesh.bench.goodput.speed_fit:HostSpeedFit")),
+          "slomesh.bench.goodput.speed_fit:HostSpeedFit",
+          "slomesh.sim.live_view:LiveViewConfig")),
 )  # fmt: skip
 
 NOT_CONFIG = frozenset({

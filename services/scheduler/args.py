@@ -109,6 +109,10 @@ class SchedulerArgs(BaseModel):
     """Append one JSON line per scored waiting-time prediction here (qlm: predicted point,
     quantile and widened waits at admission, the measured wait to dispatch, groups queued);
     None: no log. `slomesh bench-agree` reads it."""
+    report_log_file: str | None = None
+    """Append one JSON line per completion report taken (request, replica, when its stream
+    ended at the ingress and when the report reached the books; services/scheduler/report_log.py);
+    None: no log. `slomesh bench-agree` reads it."""
     autoscale_signal: SignalConfig = SignalConfig()
     """How each model's load is measured for the autoscaler (AutoscaleSignal, read by replica
     pools' Serve autoscaling policy)."""

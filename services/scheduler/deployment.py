@@ -23,6 +23,7 @@ from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
 from services.scheduler.health_events import health_event
 from services.scheduler.leasing import LeaseDesk, LeaseRpc
 from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.report_log import ReportLog
 from services.scheduler.shard_member import ShardMember
 from services.scheduler.shard_peers import ShardPeers
 from shared.domain import Request
@@ -52,6 +53,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             None if self.args.max_queue_wait_ms is None else self.args.max_queue_wait_ms / 1e3,
         )
         self.core.ttft = TTFTAdmission(self.args.ttft_guard)
+        self.report_log = ReportLog(self.args.report_log_file)
         self._waiters: dict[str, asyncio.Future[LiveReplica | tuple[str, str]]] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
@@ -160,14 +162,15 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
 
     def _take_report(self, request: scheduler_pb2.CompletionReport) -> None:
         """A finished (or failed) request leaves the books (Report, or an item of Sync)."""
-        if request.finish_reason == REPLICA_UNAVAILABLE:
-            # the ingress found the replica gone: no placements there until it answers Status
+        if request.finish_reason == REPLICA_UNAVAILABLE:  # gone: no placements until Status
             self.core.record_probe(request.replica.application, False, time.time(), 1)
         self.scaling.finished(request.meta.model, request.output_tokens)
+        self.report_log.add(request, time.time())
         self.core.report(request.meta.request_id, request.output_tokens, time.time())
 
     def _write_rwt_log(self) -> None:
-        """Append the waiting-time predictions scored since the last call (args.rwt_log_file)."""
+        """Append the reports taken and the waiting-time predictions scored since the last call."""
+        self.report_log.flush()
         tracker = getattr(self.core.policy, "rwt_error", None)
         if self.args.rwt_log_file is None or tracker is None:
             return

@@ -20,7 +20,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +30,9 @@ from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from shared.profiles.io import load_profiles, save_profiles
-from slomesh.bench.agree.compare import (
-    ALL,
-    max_spread,
-    ranking,
-    rankings_agree,
-    rwt_score,
-    side_by_side,
-)
 from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
 from slomesh.bench.agree.page import update_page
+from slomesh.bench.agree.report_delay import describe, live_view
 from slomesh.bench.agree.scenario import (
     LiveScenario,
     apply_scenario,
@@ -48,13 +42,14 @@ from slomesh.bench.agree.scenario import (
     swaps_table,
 )
 from slomesh.bench.agree.sim import simulate
+from slomesh.bench.agree.spread import median_run
 from slomesh.bench.agree.workload import (
     AgreeRequest,
     AgreeWorkloadSpec,
     generate_agree_workload,
     parse_classes,
 )
-from slomesh.cli.bench_agree_args import calibrate_rates, command_line
+from slomesh.cli.bench_agree_args import add_sim_args, calibrate_rates, command_line, sim_seeds
 from slomesh.cli.bench_agree_live import (
     LiveResults,
     live_config,
@@ -67,6 +62,8 @@ from slomesh.cli.bench_agree_live import (
     sim_admission,
     with_replicas,
 )
+from slomesh.cli.bench_agree_report import report as _report
+from slomesh.cli.bench_agree_reuse import reuse_live
 from slomesh.cli.errors import UsageError
 from slomesh.launch import mesh
 from slomesh.sim.host_speed import HostSpeed
@@ -147,6 +144,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="niceness change of the live client while it replays (raised priority: a client "
         "waiting for a core stamps its wait into every TTFT)",
     )
+    add_sim_args(p)
     p.add_argument("--out", type=Path, help="write DIR/agree.json (default runs/bench-agree)")
     p.add_argument(
         "--page",
@@ -174,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         )
         trace = generate_agree_workload(spec, args.seed)
     args.calibrate_rates = calibrate_rates(args.calibrate_rate)
+    args.sim_seeds = sim_seeds(args.sim_seeds)
     calibration: dict[float, list[AgreeRequest]] = {}
     if args.calibrate_requests > 0:
         for k, rate in enumerate(args.calibrate_rates):
@@ -200,10 +199,17 @@ def run(args: argparse.Namespace) -> int:
     sim: dict[str, list[RequestRecord]] = {}
     sim_scored: dict[str, list[ScoredWait]] = {}
     sim_swaps: dict[str, dict[str, int]] = {}
+    sim_seeds_pct: dict[str, list[float]] = {}
 
     def simulated(
-        p: str, prof: HardwareProfile, loop_lag_s: float = 0.0, speed: HostSpeed | None = None
-    ) -> None:
+        p: str,
+        prof: HardwareProfile,
+        loop_lag_s: float = 0.0,
+        speed: HostSpeed | None = None,
+        delays: Sequence[float] = (),
+    ) -> HardwareProfile:
+        """`p` simulated (over --sim-seeds under the books view: the median seed's run); its
+        profile as the page describes it (with the policy's view)."""
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
@@ -219,11 +225,28 @@ def run(args: argparse.Namespace) -> int:
             if plans_on_hints(stack):  # the live predictor's hints (agree/hints.py)
                 warm, found = calibration.values(), predictor_of(config)
                 requests = with_live_hints(requests, trace, warm, prompt_of, *found)
-            run_ = simulate(
-                prof, replicas, engine, stack, requests, admission, ingress, loop_lag_s, speed
-            )
+            books = args.policy_view == "books"
+            runs = [
+                simulate(
+                    prof,
+                    replicas,
+                    engine,
+                    stack,
+                    requests,
+                    admission,
+                    ingress,
+                    loop_lag_s,
+                    speed,
+                    live_view(config, delays, seed) if books else None,
+                )
+                for seed in (args.sim_seeds if books else args.sim_seeds[:1])
+            ]
+            run_, sim_seeds_pct[p] = median_run(runs)
+            view = f"the policy reads the scheduler's books ({describe(delays)})"
+            prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
         (out / f"sim-{p}.json").write_text(json.dumps([asdict(r) for r in sim[p]]))
+        return prof
 
     def publish(res: LiveResults | None, prof: HardwareProfile) -> None:
         live = res.records if res is not None else {}
@@ -238,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
             replicas,
         )
         report["profile"] = prof.source
+        report["sim_seeds_pct"] = sim_seeds_pct
         if res is not None:
             report["profiles"] = {s: p.source for s, p in res.profiles.items()}
         if scen is not None:
@@ -263,9 +287,20 @@ def run(args: argparse.Namespace) -> int:
             save_profiles(out / f"calibrated-profile-{p}.json", [prof])
             print(f"wrote {out / f'calibrated-profile-{p}.json'} ({prof.source})")
         with priority(15):
-            simulated(p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p))
+            delays = res.report_delays.get(p, [])
+            res.profiles[p] = simulated(
+                p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p), delays
+            )
         publish(res, prof)
 
+    if args.reuse_live is not None:
+        try:
+            res = reuse_live(args, spec, trace, profile, replicas)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        for p in res.records:
+            stack_done(p, res)
+        return 0
     run_live(args, spec, trace, calibration, profile, out, stack_done)
     return 0
 
@@ -285,90 +320,3 @@ def _swaps(
 ) -> dict[str, Any]:
     live = res if res is not None else LiveResults()
     return swaps_table(args.profile, trace, sim_swaps, live.swaps, live.records)
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _report(
-    args: argparse.Namespace,
-    spec: AgreeWorkloadSpec,
-    sim: dict[str, list[RequestRecord]],
-    sim_scored: dict[str, list[ScoredWait]],
-    live: dict[str, list[RequestRecord]],
-    live_scored: dict[str, list[ScoredWait]],
-    env: dict[str, Any],
-    replicas: int,
-) -> dict[str, Any]:
-    print(
-        f"# bench-agree: {spec.requests} requests at {spec.rate_rps:g}/s, seed {args.seed}, "
-        f"classes {args.classes}; {replicas} replicas x {args.max_num_seqs} seats, "
-        f"max_num_batched_tokens {args.max_num_batched_tokens}, profile {args.profile}"
-    )
-    both = live if live else {p: [] for p in sim}
-    rows = side_by_side(live, sim) if live else []
-    result: dict[str, Any] = {
-        "args": {
-            k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"
-        },
-        "replicas": replicas,
-        "environment": env,
-        "rows": [],
-    }
-    print("| stack | class | requests | live att. % | sim att. % | live - sim (points) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    if rows:
-        for r in rows:
-            print(
-                f"| {r.stack} | {r.class_name} | {r.requests} | {r.live_pct:.1f} | "
-                f"{r.sim_pct:.1f} | {r.diff_points:+.1f} |"
-            )
-            result["rows"].append({**asdict(r), "diff_points": r.diff_points})
-    else:
-        from slomesh.bench.agree.compare import attainment
-
-        for p in both:
-            for cls, (n, pct) in sorted(attainment(sim[p]).items(), key=lambda kv: kv[0] != ALL):
-                print(f"| {p} | {cls} | {n} | - | {pct:.1f} | - |")
-                result["rows"].append(
-                    {"stack": p, "class_name": cls, "requests": n, "sim_pct": pct}
-                )
-    sim_all = {p: next(x for x in result["rows"] if x["stack"] == p)["sim_pct"] for p in sim}
-    result["sim_ranking"] = ranking(sim_all)
-    result["sim_spread_points"] = max_spread(sim_all)
-    print(f"sim ranking: {' > '.join(ranking(sim_all))} (spread {max_spread(sim_all):.1f} points)")
-    if rows:
-        live_all = {r.stack: r.live_pct for r in rows if r.class_name == ALL}
-        worst = max(abs(r.diff_points) for r in rows if r.class_name == ALL)
-        agree = rankings_agree(live_all, sim_all, args.tie_points)
-        result |= {
-            "live_ranking": ranking(live_all),
-            "live_spread_points": max_spread(live_all),
-            "ranking_agrees": agree,
-            "max_abs_diff_points": worst,
-        }
-        print(
-            f"live ranking: {' > '.join(ranking(live_all))} (spread "
-            f"{max_spread(live_all):.1f}); ranking agrees (ties within {args.tie_points:g} "
-            f"points): {agree}; largest |live - sim| per stack: {worst:.1f} points"
-        )
-    print(f"RWT estimator, requests queued behind >= {args.min_groups} groups:")
-    print("| side | stack | pairs | R² point | coverage quantile | coverage widened | MAE s |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    result["rwt"] = []
-    for side, scored in (("live", live_scored), ("sim", sim_scored)):
-        for p, waits in scored.items():
-            if not waits:
-                continue
-            s = rwt_score(waits, args.min_groups)
-            every = rwt_score(waits, 0)
-            result["rwt"].append(
-                {"side": side, "stack": p, "min_groups": args.min_groups, **asdict(s)}
-                | {"all_pairs": every.pairs, "all_r2_point": every.r2_point}
-            )
-            print(
-                f"| {side} | {p} | {s.pairs} | {_num(s.r2_point)} | {_num(s.coverage_quantile)} "
-                f"| {_num(s.coverage_widened)} | {_num(s.mean_abs_error_s, 2)} |"
-            )
-    return result

@@ -44,6 +44,7 @@ from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import calibrated, loop_delay
 from slomesh.bench.agree.host_speed import calibrated_on_trace
+from slomesh.bench.agree.report_delay import report_delays
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
 from slomesh.launch import mesh
@@ -228,6 +229,9 @@ class LiveResults:
     `host_speed_window_s` 0)."""
     swaps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """stack -> replica -> its SwapLog at the end of the run (or {"error": ...})."""
+    report_delays: dict[str, list[float]] = field(default_factory=dict)
+    """stack -> the delays from each stream's end to its report reaching the scheduler's books
+    over its trace, s (the scheduler's report log: slomesh/bench/agree/report_delay.py)."""
 
 
 def run_live(
@@ -247,17 +251,17 @@ def run_live(
     res = LiveResults()
     for stack in args.stacks:
         config = live_config(args, spec, stack)
-        log = out / f"rwt-{stack}.jsonl"
-        log.unlink(missing_ok=True)
+        log, reports = out / f"rwt-{stack}.jsonl", out / f"reports-{stack}.jsonl"
         for app in config["applications"]:
             if app["name"] == "scheduler":
                 app["args"]["rwt_log_file"] = str(log.resolve())
+                app["args"]["report_log_file"] = str(reports.resolve())
         cal: dict[float, list[RequestRecord]] = {}
-        loop_note = ""
         with live_lock(args.live_lock):
             ray_stop()
             load0 = os.getloadavg()
             try:
+                log.unlink(missing_ok=True)
                 started = mesh.start(config)
                 base = mesh.openai_url(config).removesuffix("/v1")
                 model = _served_model(config)
@@ -268,15 +272,8 @@ def run_live(
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
                         raw_cal = json.dumps([asdict(r) for r in cal[rate]])
                         (out / f"live-calibration-{stack}-{rate:g}.json").write_text(raw_cal)
-                    prof = calibrated(
-                        profile, cal, replicas_of(config), args.max_num_seqs, spec.rate_rps
-                    )
-                    lag = res.loop_lags[stack] = loop_delay(cal, spec.rate_rps)
-                    loop_note = f"the guard's ingress loop delay {lag:.3f} s"
-                    src = f"{prof.source}; {loop_note}"
-                    res.profiles[stack] = prof = replace(prof, source=src)
-                    print(f"# calibrated {stack}: {prof.source}", flush=True)
-                t = time.monotonic()
+                reports.unlink(missing_ok=True)
+                t, t_unix = time.monotonic(), time.time()
                 res.records[stack] = _send(builder, base, model, trace, args.client_nice)
                 wall = time.monotonic() - t
                 time.sleep(1.0)  # the last Reports reach the scheduler's log
@@ -285,22 +282,6 @@ def run_live(
             finally:
                 mesh.stop(config)
                 ray_stop()
-        window = args.host_speed_window_s
-        if calibration and window > 0:  # the engines' speed over the trace itself
-            prof, speed = calibrated_on_trace(
-                profile,
-                cal,
-                res.records[stack],
-                replicas_of(config),
-                args.max_num_seqs,
-                spec.rate_rps,
-                window,
-                min(r.arrival_s for r in trace),
-            )
-            res.profiles[stack] = replace(prof, source=f"{prof.source}; {loop_note}")
-            if speed is not None:
-                res.speeds[stack] = speed
-        res.scored[stack] = _read_log(log)
         # each stack's records as soon as they exist (a run cut short keeps what it measured)
         raw = [asdict(r) for r in res.records[stack]]
         (out / f"live-{stack}.json").write_text(json.dumps(raw))
@@ -309,7 +290,9 @@ def run_live(
             "run_s": wall,
             "loadavg_before": load0,
             "loadavg_after": load1,
+            "trace_start_unix_s": t_unix,
         }
+        derive(args, spec, trace, profile, replicas_of(config), stack, cal, res, out)
         print(
             f"# live {stack}: {wall:.0f} s (start {started:.0f} s), loadavg "
             f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} -> "
@@ -318,6 +301,48 @@ def run_live(
         )
         done(stack, res)
     return res
+
+
+def derive(
+    args: argparse.Namespace,
+    spec: AgreeWorkloadSpec,
+    trace: Sequence[AgreeRequest],
+    profile: HardwareProfile,
+    replicas: int,
+    stack: str,
+    cal: Mapping[float, Sequence[RequestRecord]],
+    res: LiveResults,
+    out: Path,
+) -> None:
+    """What `stack`'s live run in `res` (its records), its calibration traces' records `cal`
+    and files in `out` (its scheduler's logs) give its simulation: the calibrated profile
+    and the ingress loop's delay; the profile fitted again on the trace and the host's speed
+    over it (with `host_speed_window_s` > 0); the scored waits and the report delays."""
+    loop_note = ""
+    if cal:
+        prof = calibrated(profile, cal, replicas, args.max_num_seqs, spec.rate_rps)
+        lag = res.loop_lags[stack] = loop_delay(cal, spec.rate_rps)
+        loop_note = f"the guard's ingress loop delay {lag:.3f} s"
+        res.profiles[stack] = prof = replace(prof, source=f"{prof.source}; {loop_note}")
+        print(f"# calibrated {stack}: {prof.source}", flush=True)
+    window = args.host_speed_window_s
+    if cal and window > 0:  # the engines' speed over the trace itself
+        prof, speed = calibrated_on_trace(
+            profile,
+            cal,
+            res.records[stack],
+            replicas,
+            args.max_num_seqs,
+            spec.rate_rps,
+            window,
+            min(r.arrival_s for r in trace),
+        )
+        res.profiles[stack] = replace(prof, source=f"{prof.source}; {loop_note}")
+        if speed is not None:
+            res.speeds[stack] = speed
+    res.scored[stack] = _read_log(out / f"rwt-{stack}.jsonl")
+    since = res.env.get(stack, {}).get("trace_start_unix_s", 0.0)  # calibration's left out
+    res.report_delays[stack] = report_delays(out / f"reports-{stack}.jsonl", since)
 
 
 def _send(

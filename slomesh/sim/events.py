@@ -41,12 +41,17 @@ class EventLoop(Protocol):
 
     def record_finish(self, seq: Sequence, instance: str) -> None: ...
 
+    def probe(self, now_s: float) -> list[Event]:
+        """The scheduler's Status probe of every instance; the next probe, while one is due."""
+        ...
+
 
 class EventOrder(IntEnum):
     STEP_END = 0
     ARRIVAL = 1
     SCHEDULE = 2
     TICK = 3
+    REPORT = 4
 
 
 @dataclass(slots=True)
@@ -120,4 +125,29 @@ class Tick:
         return []
 
 
-Event = Arrival | Schedule | StepEnd | Tick
+@dataclass(slots=True)
+class Delivered:
+    """A cluster event that reaches the scheduler late (a completion report under the live
+    view, slomesh/sim/live_view.py)."""
+
+    time_s: float
+    event: cluster.ClusterEvent
+    order = EventOrder.REPORT
+
+    def handle(self, sim: EventLoop) -> list[Event]:
+        sim.decide(self.event)
+        return []
+
+
+@dataclass(slots=True)
+class Probe:
+    """The scheduler's Status probe of every instance (the live view's TTFT guard reports)."""
+
+    time_s: float
+    order = EventOrder.REPORT
+
+    def handle(self, sim: EventLoop) -> list[Event]:
+        return sim.probe(self.time_s)
+
+
+Event = Arrival | Schedule | StepEnd | Tick | Delivered | Probe

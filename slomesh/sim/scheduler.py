@@ -10,9 +10,13 @@ for it; the cluster core's outputs come back for the simulator's applier (reject
 like the live shell, the simulator answers a request with a rejection exactly when admission
 says so: `answered`).
 
-The policy reads the simulated engines (their true state); the admission rules read the
-scheduler's own books (requests admitted and not finished per replica), as live. The TTFT guard
-reads each engine's queue as a fresh report at every arrival (live: the last Status answer).
+The admission rules read the scheduler's own books (requests admitted and not finished per
+replica), as live. The policy reads the simulated engines (their true state) and hears every
+engine step end, and the TTFT guard reads each engine's queue as a fresh report at every
+arrival; with `books` (the live view, slomesh/sim/live_view.py) the policy reads the books as
+the live policy does, hears no step end (a finish, reported when the simulator delivers it,
+lets its replica pull, as a live report does), and the guard reads the reports the simulator
+hands it (`probe`) at the live Status interval.
 """
 
 from __future__ import annotations
@@ -100,8 +104,11 @@ class SimScheduler:
         instances: Sequence[SimInstance],
         config: SimAdmissionConfig,
         ttft_guard: TTFTAdmissionConfig,
+        books: bool = False,
     ) -> None:
+        """books: the policy reads the scheduler's books, as live (module docstring)."""
         self.cfg = config
+        self.books = books
         self.views = list(instances)
         self.admission = AdmissionCore(
             [_books(i) for i in instances],
@@ -110,7 +117,7 @@ class SimScheduler:
             config.max_in_flight_per_replica,
             config.max_queued_requests,
             None if config.max_queue_wait_ms is None else config.max_queue_wait_ms / 1e3,
-            views=self.views,
+            views=None if books else self.views,
         )
         self.admission.record_outputs = True
         self.admission.ttft = TTFTAdmission(ttft_guard)
@@ -127,7 +134,7 @@ class SimScheduler:
         books.healthy = serving
         self.views.append(inst)
         self.admission.replicas[inst.name] = books
-        self.admission.core.add_instance(inst)
+        self.admission.core.add_instance(books if self.books else inst)
         self.admission.core.healthy[inst.name] = serving
 
     def serving(self, names: set[str], now_s: float) -> None:
@@ -143,16 +150,18 @@ class SimScheduler:
         match event:
             case ev.Arrival(request=request):
                 self.requests[request.request_id] = request
-                self._reports(now)
+                if not self.books:
+                    self._reports(now)
                 decision = adm.admit(request, now)
                 if not decision.admitted:
                     self._answer(
                         request, decision.reason, decision.drop_reason, now, decision.retry_after_s
                     )
             case ev.StepEnd(instance=name):
-                adm.step_end(name, now)
+                if not self.books:  # live, no step is heard of
+                    adm.step_end(name, now)
             case ev.Finish(request_id=rid, output_tokens=n):
-                adm.report(rid, n, now, pull=False)
+                adm.report(rid, n, now, pull=self.books)
             case ev.EngineReject(request=request, instance=name, reason=reason):
                 adm.engine_reject(request, name, reason, now)
             case ev.SliceEnd(entry=entry):
@@ -181,9 +190,10 @@ class SimScheduler:
 
     def _reports(self, now_s: float) -> None:
         """Every engine's queue as a fresh report for the TTFT guard."""
-        ttft = self.admission.ttft
-        if not ttft.cfg.enabled:
-            return
+        if self.admission.ttft.cfg.enabled:
+            self.probe(now_s)
+
+    def probe(self, now_s: float) -> None:
+        """Every engine's queue, as a Status answer at `now_s`, for the TTFT guard."""
         for inst in self.views:
-            st = inst.status()
-            ttft.update(inst.name, QueueReport.of(st, now_s))
+            self.admission.ttft.update(inst.name, QueueReport.of(inst.status(), now_s))

@@ -24,9 +24,10 @@ from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
-from slomesh.sim.events import Arrival, Event, Schedule, Tick
+from slomesh.sim.events import Arrival, Delivered, Event, Probe, Schedule, Tick
 from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.instance import SimInstance
+from slomesh.sim.live_view import LiveTiming, LiveViewConfig
 from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
 from slomesh.stacks import StackConfig
 
@@ -45,10 +46,14 @@ class Simulator:
         timer: Callable[[], float] = time.perf_counter,
         admission: SimAdmissionConfig | None = None,
         ingress: SimIngressConfig | None = None,
+        live_view: LiveViewConfig | None = None,
     ) -> None:
         """admission: the live scheduler's admission settings (default: its defaults);
-        ingress: the live ingress's own admission in front of it (default: none)."""
+        ingress: the live ingress's own admission in front of it (default: none); live_view:
+        the policy reads the scheduler's books, reported late (slomesh/sim/live_view.py;
+        default: the engines' exact state)."""
         self.stack = stack
+        self.live = LiveTiming(live_view) if live_view is not None else None
         self.admission = admission if admission is not None else SimAdmissionConfig()
         self.ingress = SimIngress(ingress) if ingress is not None else None
         self.global_policy = stack.global_policy(simulated=True)
@@ -104,6 +109,7 @@ class Simulator:
             self.instances,
             self.admission,
             admission_ttft_guard(self.stack.scorpio),
+            books=self.live is not None,
         )
         """The live scheduler's admission and cluster core: every decision comes from it."""
         self.core = self.scheduler.admission.core
@@ -169,6 +175,14 @@ class Simulator:
         self.reject(request, reason, now_s)
         self._pending.append(cev.EngineReject(request, instance, reason, now_s=now_s))
 
+    def probe(self, now_s: float) -> list[Event]:
+        """The scheduler's Status probe (the live view): every engine's queue for the TTFT
+        guard; the next probe while any request is still to end."""
+        self.scheduler.probe(now_s)
+        if self.live is None or len(self._records) == len(self.requests):
+            return []
+        return [Probe(now_s + self.live.config.status_interval_s)]
+
     def next_arrival(self) -> list[Event]:
         req = next(self._arrivals, None)
         return [] if req is None else [Arrival(req.arrival_s, req)]
@@ -196,9 +210,14 @@ class Simulator:
             self.ingress.finished(
                 r.request_id, seq.num_output_tokens, seq.finish_s, seq.first_token_s
             )
-        self.decide(
-            cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=seq.finish_s)
-        )
+        if self.live is None:
+            self.decide(
+                cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=seq.finish_s)
+            )
+        else:  # the books hear of it when its report comes
+            at = seq.finish_s + self.live.report_delay_s()
+            finish = cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=at)
+            self._push(Delivered(at, finish))
         self._add_record(
             RequestRecord.from_request(
                 r,
@@ -215,6 +234,8 @@ class Simulator:
         t0 = self._timer()
         for ev in self.next_arrival():
             self._push(ev)
+            if self.live is not None and self.scheduler.admission.ttft.cfg.enabled:
+                self._push(Probe(self.live.first_probe_s(ev.time_s)))
         now = 0.0
         while self._heap:
             now, _, _, ev = heapq.heappop(self._heap)

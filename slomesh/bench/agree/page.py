@@ -69,6 +69,9 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
             "profile": report.get("profiles", {}).get(stack, report.get("profile", "-")),
             "classes": classes.setdefault(stack, {}),
         }
+        seeds = report.get("sim_seeds_pct", {}).get(stack)
+        if seeds:
+            out[stack]["sim_seeds_pct"] = seeds
         swaps = report.get("swaps", {}).get(stack)
         if swaps is not None:  # a --scenario run: its swaps (scenario.swap_report)
             out[stack]["swaps"] = {k: v for k, v in swaps.items() if k != "by_replica"}
@@ -99,6 +102,14 @@ def _fmt(x: float | None, sign: bool = False) -> str:
     return f"{x:+.1f}" if sign else f"{x:.1f}"
 
 
+def _band(e: Mapping[str, Any]) -> str:
+    """The simulated attainment's range over the timing seeds ("-": one seed)."""
+    seeds = e.get("sim_seeds_pct") or []
+    if len(seeds) < 2:
+        return "-"
+    return f"{min(seeds):.1f}-{max(seeds):.1f} ({len(seeds)})"
+
+
 def _diff(x: Mapping[str, Any]) -> float | None:
     return None if x.get("live_pct") is None else x["live_pct"] - x["sim_pct"]
 
@@ -123,6 +134,7 @@ def render(data: Mapping[str, Any]) -> str:
                 s,
                 _fmt(e["live_pct"]),
                 _fmt(e["sim_pct"]),
+                _band(e),
                 _fmt(diff, sign=True),
                 "yes" if diff is not None and abs(diff) <= MAX_DIFF_POINTS else "no",
                 str(live_rank.get(s, "-")),
@@ -135,6 +147,7 @@ def render(data: Mapping[str, Any]) -> str:
             "stack",
             "live att. %",
             "sim att. %",
+            "sim over seeds",
             "live - sim (points)",
             f"within {MAX_DIFF_POINTS:g}",
             "live rank",
@@ -142,7 +155,7 @@ def render(data: Mapping[str, Any]) -> str:
             "load avg before / after",
         ],
         rows,
-        left=(0, 4),
+        left=(0, 5),
     )
     class_rows = [
         [s, c, _fmt(x["live_pct"]), _fmt(x["sim_pct"]), _fmt(_diff(x), sign=True)]
@@ -185,6 +198,15 @@ def render(data: Mapping[str, Any]) -> str:
         "SLO (rejections count as misses). The host is shared: its 1-minute load average around "
         "each live run is listed; the simulated replicas are slowed only by the host speed "
         "measured on the trace. "
+        "The simulated policy reads what the live one reads, the scheduler's books "
+        "(services/scheduler/core/live_view.py): a request counts as in flight from its "
+        "placement until its completion report arrives, each simulated finish reported after a "
+        "delay drawn from the ones the live scheduler's report log measured on the stack's "
+        "trace, and the TTFT guard's engine queues are the Status answers taken every "
+        "reconcile interval (slomesh/sim/live_view.py, slomesh/bench/agree/report_delay.py). "
+        "Those draws are seeded: 'sim att.' is the median seed's run and 'sim over seeds' the "
+        "range over the seeds (min-max, seeds), the simulator's own spread under the same "
+        "measured timing; a gap inside it is inside the simulator's noise. "
         "Not simulated: the ingress's lease fast path (services/ingress/fast_path.py), which "
         "places a request on the replica with the most credit left, not by the stack's placer, "
         "while nothing waits in the global queue and a replica has a free seat.",

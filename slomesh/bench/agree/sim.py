@@ -28,6 +28,7 @@ from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.host_speed import HostSpeed
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.instance import SimInstance
+from slomesh.sim.live_view import LiveViewConfig
 from slomesh.sim.scheduler import SimAdmissionConfig
 from slomesh.sim.simulator import Simulator
 from slomesh.stacks import StackConfig
@@ -48,11 +49,14 @@ class ProfiledSimulator(Simulator):
         admission: SimAdmissionConfig | None = None,
         ingress: SimIngressConfig | None = None,
         host_speed: HostSpeed | None = None,
+        live_view: LiveViewConfig | None = None,
     ) -> None:
         cluster = ClusterSpec(
             instances=[_STAND_IN.model_copy(update={"count": replicas})], engine=engine
         )
-        super().__init__(cluster, stack, requests, admission=admission, ingress=ingress)
+        super().__init__(
+            cluster, stack, requests, admission=admission, ingress=ingress, live_view=live_view
+        )
         # the engine config the Simulator made of the stack (queue stack, mode, preemption,
         # SCORPIO, what the engines report), on every replaced instance
         config = self.instances[0].core.config
@@ -90,12 +94,15 @@ def simulate(
     ingress: SimIngressConfig | None = None,
     loop_lag_s: float = 0.0,
     host_speed: HostSpeed | None = None,
+    live_view: LiveViewConfig | None = None,
 ) -> SimRun:
     """`requests` on the simulator; `admission` and `ingress`: the live scheduler's and
     ingress's admission settings (the live mesh's config), simulated in front of the stack;
     the ingress's guard spans the profile's submit overhead (its hops) and counts `loop_lag_s`
     (the ingress loop's delay measured live) as time spent (slomesh/sim/ingress.py);
-    `host_speed`: the live host's speed over the trace (None: the profile's throughout)."""
+    `host_speed`: the live host's speed over the trace (None: the profile's throughout);
+    `live_view`: the policy reads the scheduler's books, reported late, as live
+    (slomesh/sim/live_view.py; None: the engines' exact state)."""
     overhead = profile.submit_overhead_s
     if ingress is not None:
         ingress = ingress.model_copy(update={"hops_s": overhead, "loop_lag_s": loop_lag_s})
@@ -108,6 +115,7 @@ def simulate(
         admission,
         ingress,
         host_speed,
+        live_view,
     )
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)

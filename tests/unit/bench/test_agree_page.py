@@ -80,10 +80,10 @@ def test_page_rows_ranks_agreement_and_missing_stacks() -> None:
     cut = lines.index("Per SLO class:")
     cells = [[c.strip() for c in ln.split("|")[1:-1]] for ln in lines if ln.startswith("|")]
     row = {c[0]: c[1:] for c in cells[: sum(ln.startswith("|") for ln in lines[:cut])]}
-    assert row["a"][:6] == ["80.0", "88.0", "-8.0", "no", "1", "1"]
-    assert row["b"][:6] == ["50.0", "49.0", "+1.0", "yes", "2", "3"]
-    assert row["c"][:6] == ["-", "70.0", "-", "no", "-", "2"]
-    assert row["a"][6] == "2.5 / 3.0"
+    assert row["a"][:7] == ["80.0", "88.0", "-", "-8.0", "no", "1", "1"]
+    assert row["b"][:7] == ["50.0", "49.0", "-", "+1.0", "yes", "2", "3"]
+    assert row["c"][:7] == ["-", "70.0", "-", "-", "no", "-", "2"]
+    assert row["a"][7] == "2.5 / 3.0"
     assert "Rankings agree (ties within 1 points, stacks run live): yes" in page
     assert "Not run live yet: c." in page
     assert "    cmd" in lines and "    cmd-sim" in lines
@@ -125,3 +125,22 @@ def test_a_scenario_page_gives_each_stacks_swaps(tmp_path: Path) -> None:
     assert row["a"] == ["4", "16.0", "20.0", "1.25", "0", "2", "1", "3"]
     assert row["b"] == ["-", "-", "20.0", "-", "-", "-", "-", "3"]  # not run live
     assert "by_replica" not in (tmp_path / "many-models-live.json").read_text()
+
+
+def test_the_simulated_spread_over_seeds_is_shown_beside_the_median_run() -> None:
+    """A run over several timing seeds stores each seed's attainment; the page shows their
+    range (a run on one seed shows none) and keeps the range with the stack's entry."""
+    seeded = report({"a": 80.0, "b": 50.0}, {"a": 88.0, "b": 49.0}) | {
+        "sim_seeds_pct": {"a": [91.0, 85.5, 88.0], "b": [49.0]}
+    }
+    data = update_data({}, seeded, "cmd")
+    assert data["stacks"]["a"]["sim_seeds_pct"] == [91.0, 85.5, 88.0]
+    cells = {
+        c[0]: c[1:]
+        for ln in render(data).splitlines()
+        if ln.startswith("| a ") or ln.startswith("| b ")
+        for c in [[x.strip() for x in ln.split("|")[1:-1]]]
+        if len(c) > 5
+    }
+    assert cells["a"][:4] == ["80.0", "88.0", "85.5-91.0 (3)", "-8.0"]
+    assert cells["b"][2] == "-"
