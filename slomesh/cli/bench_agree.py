@@ -31,6 +31,7 @@ from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from shared.profiles.io import load_profiles, save_profiles
 from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
+from slomesh.bench.agree.outcomes import outcomes
 from slomesh.bench.agree.page import update_page
 from slomesh.bench.agree.report_delay import describe, live_view
 from slomesh.bench.agree.scenario import (
@@ -262,6 +263,9 @@ def run(args: argparse.Namespace) -> int:
         )
         report["profile"] = prof.source
         report["sim_seeds_pct"] = sim_seeds_pct
+        report["outcomes"] = {
+            p: {"live": outcomes(live[p]), "sim": outcomes(sim[p])} for p in live if p in sim
+        }
         if res is not None:
             report["profiles"] = {s: p.source for s, p in res.profiles.items()}
         if scen is not None:

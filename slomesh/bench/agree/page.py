@@ -21,6 +21,7 @@ from typing import Any
 
 from shared.report.table import markdown_table
 from slomesh.bench.agree.compare import ranking, rankings_agree
+from slomesh.bench.agree.outcomes import KINDS
 
 MAX_DIFF_POINTS = 5.0
 """Largest |live - sim| attainment difference per stack that counts as agreement, points."""
@@ -72,6 +73,9 @@ def entries(report: Mapping[str, Any], command: str) -> dict[str, dict[str, Any]
         seeds = report.get("sim_seeds_pct", {}).get(stack)
         if seeds:
             out[stack]["sim_seeds_pct"] = seeds
+        ends = report.get("outcomes", {}).get(stack)
+        if ends:
+            out[stack]["outcomes"] = ends
         swaps = report.get("swaps", {}).get(stack)
         if swaps is not None:  # a --scenario run: its swaps (scenario.swap_report)
             out[stack]["swaps"] = {k: v for k, v in swaps.items() if k != "by_replica"}
@@ -108,6 +112,22 @@ def _band(e: Mapping[str, Any]) -> str:
     if len(seeds) < 2:
         return "-"
     return f"{min(seeds):.1f}-{max(seeds):.1f} ({len(seeds)})"
+
+
+def _outcomes(stacks: Mapping[str, Mapping[str, Any]], order: list[str]) -> str:
+    """The table of how each (stack, class) ended on both sides ("": none stored)."""
+    rows = []
+    for s in order:
+        ends = stacks[s].get("outcomes")
+        if not ends:
+            continue
+        live, sim = ends["live"], ends["sim"]
+        for c in sorted(set(live) | set(sim)):
+            a, b = live.get(c, {}), sim.get(c, {})
+            if set(a) <= {"met"} and set(b) <= {"met"}:
+                continue
+            rows.append([s, c, *(f"{a.get(k, 0)} / {b.get(k, 0)}" for k in KINDS)])
+    return markdown_table(["stack", "class", *KINDS], rows, left=(0, 1)) if rows else ""
 
 
 def _diff(x: Mapping[str, Any]) -> float | None:
@@ -167,6 +187,13 @@ def render(data: Mapping[str, Any]) -> str:
         class_rows,
         left=(0, 1),
     )
+    ends = _outcomes(stacks, ranking(sim))
+    if ends:
+        per_class += (
+            "\n\nHow each class's requests ended, live / sim (met, served late, or turned away "
+            "by the rule named: slomesh/bench/agree/outcomes.py); classes that met every SLO on "
+            "both sides are left out:\n\n" + ends
+        )
     both = {s: live[s] for s in live}
     agree = rankings_agree(both, {s: sim[s] for s in both}, tie) if len(both) > 1 else None
     missing = sorted(set(sim) - set(live))
