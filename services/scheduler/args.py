@@ -99,8 +99,8 @@ class SchedulerArgs(BaseModel):
     """A replica with a swap due is swapping, not lost, while it does not answer: its missed
     probes are excused for this many times the profile's swap time (weight bytes over cold
     load bandwidth) from the first of them (core/replica_health.py). An engine restart may
-    hold the replica's event loop for seconds, and two restarts at once on a shared host take
-    longer than the profile's one at a time. 0: a swap excuses nothing."""
+    starve the replica's event loop of CPU for seconds, and two restarts at once on a shared
+    host take longer than the profile's one at a time. 0: a swap excuses nothing."""
     tick_interval_ms: float = Field(100.0, gt=0)
     """How often queueing policies are given the chance to pull and re-plan without a report."""
     tracing: TracingConfig = TracingConfig()

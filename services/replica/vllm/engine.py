@@ -205,8 +205,11 @@ class VLLMEngine:
         llm, self._llm = self._llm, None
         if llm is not None:
             # shut down now and drop the last reference, so AsyncLLM.__del__ does not run again
-            # at interpreter exit (where it fails on torn-down module globals)
-            llm.shutdown()
+            # at interpreter exit (where it fails on torn-down module globals). vLLM's shutdown
+            # blocks while it waits for the engine-core process to exit (seconds): it runs in a
+            # worker thread, so the event loop keeps serving streams and Status meanwhile (vLLM
+            # hands the sockets and tasks it closes back to their loop thread-safely)
+            await asyncio.to_thread(llm.shutdown)
 
     @property
     def kv_total_blocks(self) -> int:

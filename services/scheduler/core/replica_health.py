@@ -2,11 +2,12 @@
 
 A replica with a swap due (its swap order, or requests placed there for a model it does not
 have active: LiveReplica.swap_due) is swapping, not lost, while it does not answer: restarting
-an engine may keep its event loop busy for seconds (vLLM's shutdown joins the engine process),
-so its missed probes are excused until `swap_grace_factor` times the profile's swap time has
-passed since the first of them (`probe_verdict`). Only then do `failures_to_unhealthy` misses
-in a row make it unhealthy, and with it its queued work re-planned elsewhere. A replica found
-gone (an ingress's stream refused) is unhealthy at once, swap or not.
+an engine takes the host's CPUs for seconds (an engine process stops, another starts and loads),
+which can starve the replica's event loop on a small host, so its missed probes are excused
+until `swap_grace_factor` times the profile's swap time has passed since the first of them
+(`probe_verdict`). Only then do `failures_to_unhealthy` misses in a row make it unhealthy, and
+with it its queued work re-planned elsewhere. A replica found gone (an ingress's stream
+refused) is unhealthy at once, swap or not.
 
 A mixin of AdmissionCore (core/admission.py): the books it keeps are AdmissionCore's.
 """
