@@ -243,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
                 for seed in (args.sim_seeds if books else args.sim_seeds[:1])
             ]
             run_, sim_seeds_pct[p] = median_run(runs)
-            view = f"the policy reads the scheduler's books ({describe(delays)})"
+            span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
+            view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
             prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
         (out / f"sim-{p}.json").write_text(json.dumps([asdict(r) for r in sim[p]]))

@@ -52,12 +52,17 @@ def live_view(config: dict[str, Any], delays: Sequence[float], seed: int) -> Liv
     )
 
 
-def describe(delays: Sequence[float]) -> str:
-    """The delays in words for the page ("reported at once" with none)."""
+def describe(delays: Sequence[float], span_s: float = 0.0, replicas: int = 1) -> str:
+    """The delays in words for the page ("reported at once" with none); with the trace's
+    `span_s`, also how many finished requests each of `replicas` still counted in flight on
+    average (Little's law: the delays' sum over the span, per replica)."""
     if not delays:
         return "no report delay measured (reported at once)"
     q = statistics.quantiles(delays, n=10) if len(delays) > 1 else [delays[0]] * 9
-    return (
+    text = (
         f"report delay median {statistics.median(delays) * 1e3:.0f} ms, p10-p90 "
         f"{q[0] * 1e3:.0f}-{q[-1] * 1e3:.0f} ms over {len(delays)} reports"
     )
+    if span_s > 0:
+        text += f"; {sum(delays) / span_s / replicas:.2f} finished requests per replica in flight"
+    return text

@@ -68,6 +68,8 @@ def test_the_live_view_takes_the_scheduler_status_interval_and_the_delays() -> N
     assert live_view({"applications": []}, [], 0).status_interval_s == 1.0  # live default
     assert describe([]) == "no report delay measured (reported at once)"
     assert describe([0.01 * k for k in range(1, 101)]).startswith("report delay median 505 ms")
+    text = describe([0.5] * 40, span_s=10.0, replicas=2)  # 20 s of delay over 10 s, 2 replicas
+    assert text.endswith("; 1.00 finished requests per replica in flight")
 
 
 def _rec(rid: str, met: bool) -> RequestRecord:
