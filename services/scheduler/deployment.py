@@ -20,7 +20,7 @@ from services.scheduler.core.autoscale.wire import encode
 from services.scheduler.core.live_view import LiveReplica, ReplicaAction
 from services.scheduler.core.policies import create_global_policy
 from services.scheduler.core.ttft_admission import QueueReport, TTFTAdmission
-from services.scheduler.health_events import health_event
+from services.scheduler.health_events import health_event, swap_event
 from services.scheduler.leasing import LeaseDesk, LeaseRpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.report_log import ReportLog
@@ -327,13 +327,8 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             span.set_attribute("slomesh.request_ids", list(action.request_ids))
             if action.kind == "swap":  # what the scheduler saw of the replica when it sent it
                 view = self.core.replicas[action.application]
-                st = view.status()
-                span.set_attribute("slomesh.model", action.model)
-                span.set_attribute("slomesh.view.active_model", st.active_model or "")
-                span.set_attribute("slomesh.view.waiting", st.waiting)
-                span.set_attribute("slomesh.view.running", st.running)
                 placed = [r.model for r in view.in_flight.values()]
-                span.set_attribute("slomesh.view.placed_models", placed)
+                swap_event(span, action.application, action.model, view.status(), placed)
             # a replica that is gone fails its requests at the ingress, which reports them
             with contextlib.suppress(CallFailed):
                 await self.client.call(action.application, "replica", method, message)
