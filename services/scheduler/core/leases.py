@@ -12,8 +12,11 @@ told of (`noticed`); `limit - noticed` are seats reserved for that ingress and n
 used. Being cumulative, a grant that crosses notices still in flight never hands a seat twice.
 
 Headroom rule (`free_seats`): a replica offers fast-path seats only while nothing waits in the
-global queue (QLM's queueing and ordering then apply to every arrival again), it is healthy,
-and it holds fewer requests than its engine's seats (`max_num_seqs` x engines, and the admission
+global queue (QLM's queueing and ordering then apply to every arrival again), it is healthy, it
+serves one model (a replica that may swap offers none: a credit names the model the replica
+starts on, and which model it serves next is the policy's swap plan; a request placed there on
+a credit would wait behind a swap the policy never planned, and order one by itself), and it
+holds fewer requests than its engine's seats (`max_num_seqs` x engines, and the admission
 limit); offered are the free seats minus what other ingresses hold reserved, at most an equal
 share of the free seats among the ingresses holding live grants and at most `max_credits`. A
 grant lives `ttl_ms`. Full-path admissions do not count reserved seats (an ingress without
@@ -63,10 +66,11 @@ def free_seats(
 ) -> dict[str, int]:
     """Seats each replica offers the fast path now (module docstring, headroom rule). Pooled
     replicas (several Serve replicas behind one application) offer none: Serve's router, not
-    the ingress, picks the engine there."""
+    the ingress, picks the engine there; nor do replicas that may swap models (the policy
+    plans their swaps)."""
     out: dict[str, int] = {}
     for r in replicas:
-        if queued or not r.healthy or r.application in pooled:
+        if queued or not r.healthy or r.application in pooled or r.swap_profiles:
             out[r.application] = 0
             continue
         seats = min(r.max_num_seqs, max_in_flight) * r.engines

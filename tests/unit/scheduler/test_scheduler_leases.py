@@ -19,8 +19,11 @@ def req(rid: str, arrival_s: float = 0.0, ttft_s: float = 20.0, crit: int = 0) -
     return Request(rid, "m", 10, 20, arrival_s, SLO(ttft_s), criticality=crit)
 
 
-def rep(name: str, seats: int = 4, in_flight: int = 0, healthy: bool = True) -> LiveReplica:
+def rep(
+    name: str, seats: int = 4, in_flight: int = 0, healthy: bool = True, swaps: tuple[str, ...] = ()
+) -> LiveReplica:
     r = LiveReplica(name, "cpu", "m", None, max_num_seqs=seats, healthy=healthy)
+    r.swap_profiles = dict.fromkeys(swaps)
     for k in range(in_flight):
         r.in_flight[f"{name}-x{k}"] = req(f"{name}-x{k}")
     return r
@@ -35,6 +38,8 @@ def rep(name: str, seats: int = 4, in_flight: int = 0, healthy: bool = True) -> 
         ([rep("a", in_flight=6)], 0, 64, frozenset(), {"a": 0}),  # engine window over-full
         ([rep("a", seats=16)], 0, 2, frozenset(), {"a": 2}),  # admission limit bounds it
         ([rep("a"), rep("b")], 0, 64, frozenset({"b"}), {"a": 4, "b": 0}),  # pools: Serve picks
+        # a replica that may swap: the policy plans which model it serves, not a credit
+        ([rep("a"), rep("b", swaps=("m2",))], 0, 64, frozenset(), {"a": 4, "b": 0}),
     ],
 )
 def test_free_seats_only_with_headroom(
