@@ -209,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
         speed: HostSpeed | None = None,
         delays: Sequence[float] = (),
     ) -> HardwareProfile:
-        """`p` simulated (over --sim-seeds under the books view: the median seed's run); its
-        profile as the page describes it (with the policy's view)."""
+        """`p` simulated once per --sim-seeds seed (the median seed's run is kept); its profile
+        as the page describes it (with the policy's view)."""
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
@@ -235,12 +235,12 @@ def run(args: argparse.Namespace) -> int:
                     stack,
                     requests,
                     admission,
-                    ingress,
+                    ingress.model_copy(update={"routing_seed": seed}),
                     loop_lag_s,
                     speed,
                     live_view(config, delays, seed) if books else None,
                 )
-                for seed in (args.sim_seeds if books else args.sim_seeds[:1])
+                for seed in args.sim_seeds
             ]
             run_, sim_seeds_pct[p] = median_run(runs)
             span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)

@@ -23,9 +23,10 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sim-seeds",
         default="0",
-        help="comma-separated seeds of the simulated side's timing draws (report delays, the "
-        "Status probes' phase; --policy-view books): the stack's row is the median seed's run, "
-        "and the page shows the range over the seeds",
+        help="comma-separated seeds of the simulated side's draws (the ingress replica each "
+        "arrival reaches, as Serve's proxy routes; with --policy-view books also the report "
+        "delays and the Status probes' phase): the stack's row is the median seed's run, and "
+        "the page shows the range over the seeds",
     )
     p.add_argument(
         "--reuse-live",

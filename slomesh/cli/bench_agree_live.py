@@ -112,13 +112,15 @@ def live_config(
 
 def sim_admission(config: dict[str, Any]) -> tuple[SimAdmissionConfig, SimIngressConfig]:
     """The scheduler's and the ingress's admission settings of the mesh `config`, as the
-    simulator runs them."""
+    simulator runs them; arrivals reach the ingress replicas as Serve's proxy routes them
+    (power of two choices on requests in flight)."""
     apps = {app["name"]: app.get("args", {}) for app in config["applications"]}
     sched = apps.get("scheduler", {})
     admission = SimAdmissionConfig.model_validate(
         {k: sched[k] for k in SimAdmissionConfig.model_fields if k in sched}
     )
-    return admission, SimIngressConfig.of_args(apps.get("ingress", {}))
+    ingress = SimIngressConfig.of_args(apps.get("ingress", {}))
+    return admission, ingress.model_copy(update={"routing": "fewest-ongoing"})
 
 
 def predictor_of(config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:

@@ -2,7 +2,8 @@
 scheduler, with their own code (services/ingress/core/).
 
 The live mesh runs `num_replicas` ingress replicas; Serve's proxy spreads the requests over
-them (dealt in turn here), and each keeps its own state. On each one, in the order the live
+them (dealt in turn here, or as the proxy's router does: `routing`), and each keeps its own
+state. On each one, in the order the live
 pipeline runs them (services/ingress/pipeline.py):
   1. the reject hold-off (`RejectGate`, core/reject_gate.py): after the scheduler rejected a
      request for a queue-wide reason, requests of the same model, TTFT objective and band are
@@ -31,8 +32,9 @@ Pure: the simulator passes its clock.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +69,12 @@ class SimIngressConfig(BaseModel):
     loop_lag_s: float = Field(0.0, ge=0)
     """Seconds late the ingress's event loop runs, as measured live: the guard counts it as
     time every request already spent (0: on time)."""
+    routing: Literal["round-robin", "fewest-ongoing"] = "round-robin"
+    """How arrivals are spread over the ingress replicas: dealt in turn, or as Serve's proxy
+    routes them (its power-of-two-choices router: of two replicas drawn at random, all of them
+    when there are two, the one with fewer requests in flight, ties at random)."""
+    routing_seed: int = Field(0, ge=0)
+    """Seed of the draws of the `fewest-ongoing` routing."""
 
     @classmethod
     def of_args(cls, args: Mapping[str, Any]) -> SimIngressConfig:
@@ -83,6 +91,8 @@ class _Replica:
     def __init__(self, cfg: SimIngressConfig) -> None:
         self.gate = RejectGate(cfg.reject_hold_off_s)
         self.guard = DeliveredGuard(cfg.delivered_guard) if cfg.delivered_guard.enabled else None
+        self.ongoing = 0
+        """Requests it let in whose stream has not ended."""
 
 
 class SimIngress:
@@ -92,6 +102,9 @@ class SimIngress:
         self.cfg = config
         self.replicas = [_Replica(config) for _ in range(config.num_replicas)]
         self._turn = 0
+        self._rng = random.Random(config.routing_seed)
+        self._ongoing: dict[str, _Replica] = {}
+        """Requests let in and not ended, by the replica that let them in."""
         self._via: dict[str, _Replica] = {}
         """Requests let in whose scheduler verdict the replica that let them in awaits."""
         self._owner: dict[str, _Replica] = {}
@@ -105,8 +118,7 @@ class SimIngress:
     def admit(self, request: Request, now_s: float) -> str | None:
         """None: `request` goes on to the scheduler (its guard's ticket started); else the
         reason of the 429 the ingress answers at once."""
-        rep = self.replicas[self._turn % len(self.replicas)]
-        self._turn += 1
+        rep = self._route()
         held = rep.gate.check(gate_key(request), now_s)
         if held is not None:
             self.held += 1
@@ -135,7 +147,19 @@ class SimIngress:
             self._owner[request.request_id] = rep
             self._awaiting_first.add(request.request_id)
         self._via[request.request_id] = rep
+        self._ongoing[request.request_id] = rep
+        rep.ongoing += 1
         return None
+
+    def _route(self) -> _Replica:
+        """The ingress replica an arrival reaches (`routing`)."""
+        if self.cfg.routing == "round-robin":
+            rep = self.replicas[self._turn % len(self.replicas)]
+            self._turn += 1
+            return rep
+        drawn = self.replicas if len(self.replicas) <= 2 else self._rng.sample(self.replicas, 2)
+        fewest = min(r.ongoing for r in drawn)
+        return self._rng.choice([r for r in drawn if r.ongoing == fewest])
 
     def heard(self, request: Request, rejection: Rejection | None, now_s: float) -> None:
         """The scheduler's verdict on an arrival this ingress let in (None: admitted)."""
@@ -167,6 +191,9 @@ class SimIngress:
         self, request_id: str, output_tokens: int, now_s: float, first_s: float | None = None
     ) -> None:
         """`request_id` ended at `now_s` (its first token at `first_s`, if not fed yet)."""
+        let_in = self._ongoing.pop(request_id, None)
+        if let_in is not None:
+            let_in.ongoing -= 1
         rep = self._owner.pop(request_id, None)
         if rep is None or rep.guard is None:
             return

@@ -231,6 +231,8 @@ def render(data: Mapping[str, Any]) -> str:
         "delay drawn from the ones the live scheduler's report log measured on the stack's "
         "trace, and the TTFT guard's engine queues are the Status answers taken every "
         "reconcile interval (slomesh/sim/live_view.py, slomesh/bench/agree/report_delay.py). "
+        "Arrivals reach the ingress replicas as Serve's proxy routes them (power of two "
+        "choices on requests in flight, ties at random). "
         "Those draws are seeded: 'sim att.' is the median seed's run and 'sim over seeds' the "
         "range over the seeds (min-max, seeds), the simulator's own spread under the same "
         "measured timing; a gap inside it is inside the simulator's noise. "

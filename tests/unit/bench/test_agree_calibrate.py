@@ -178,7 +178,8 @@ def test_live_config_keeps_the_ingress_admission_and_the_simulator_runs_it() -> 
     assert ingress.get("delivered_guard", {}).get("enabled", True) is True
     assert "reject_hold_off_s" not in ingress
     admission, sim_ingress = sim_admission(config)
-    assert sim_ingress == SimIngressConfig()  # the live ingress's defaults
+    # the live ingress's defaults, reached as Serve's proxy routes (power of two choices)
+    assert sim_ingress == SimIngressConfig(routing="fewest-ongoing")
     assert sim_ingress.delivered_guard.enabled and sim_ingress.reject_hold_off_s > 0
     assert admission.max_in_flight_per_replica == scheduler["max_in_flight_per_replica"] == 100
     assert admission.max_queue_wait_ms == scheduler["max_queue_wait_ms"] == 3600e3

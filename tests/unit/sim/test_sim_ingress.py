@@ -165,3 +165,30 @@ def test_behind_the_ingress_a_batch_is_served_whole_as_live() -> None:
     assert _slice_ends(Simulator(cluster, stack, light))  # engines slicing as the batch says
     sim = Simulator(cluster, stack, light, ingress=SimIngressConfig(delivered_guard=NO_GUARD))
     assert _slice_ends(sim) == []
+
+
+def test_serve_style_routing_sends_an_arrival_to_the_ingress_with_fewer_streams() -> None:
+    """`fewest-ongoing`: of the two ingress replicas, the one with fewer requests in flight
+    takes the arrival (ties at random, seeded); a stream's end frees its place."""
+    cfg = SimIngressConfig(num_replicas=2, delivered_guard=NO_GUARD, routing="fewest-ongoing")
+    ing = SimIngress(cfg)
+    for k in range(4):
+        assert ing.admit(_req(f"r{k}"), 0.1 * k) is None
+    assert [r.ongoing for r in ing.replicas] == [2, 2]  # always to the emptier one
+    first = ing._ongoing["r0"]
+    mine = [rid for rid, rep in ing._ongoing.items() if rep is first]
+    for rid in mine:
+        ing.finished(rid, 10, 1.0)
+    assert first.ongoing == 0
+    assert ing.admit(_req("next"), 1.1) is None
+    assert ing._ongoing["next"] is first
+    picks = set()
+    for s in range(8):
+        one = SimIngress(cfg.model_copy(update={"routing_seed": s}))
+        one.admit(_req("a"), 0.0)
+        picks.add(one.replicas.index(one._ongoing["a"]))
+    assert picks == {0, 1}  # a tie goes either way, by the seed
+    turns = SimIngress(SimIngressConfig(num_replicas=2, delivered_guard=NO_GUARD))
+    for k in range(3):
+        turns.admit(_req(f"t{k}"), 0.0)
+    assert [r.ongoing for r in turns.replicas] == [2, 1]  # dealt in turn, whatever is in flight
