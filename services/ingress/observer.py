@@ -45,13 +45,16 @@ REJECTION_KINDS: tuple[tuple[str, str], ...] = (
     ("rate limit", "rate_limited"),
     ("serves model", "no_replica"),
     ("(max_queued_requests)", "queue_full"),
+    ("predicted TTFT", "predicted_infeasible"),
+    ("predicted time per output token", "predicted_infeasible"),
     ("requests in flight", "replicas_full"),
     ("queued ahead drain", "queue_drain"),
     ("cannot be met from the queue", "queue_deadline"),
-    ("predicted TTFT", "predicted_infeasible"),
 )
 """(substring of the reason text, `reason` label): a bounded label set for the dashboard; the
-texts are those of the ingress and the scheduler's admission core and policies."""
+texts are those of the ingress and the scheduler's admission core and policies. The first
+match wins: a prediction's text ("predicted TTFT 1.2 s at 13 requests in flight ...", the
+ingress's guard on delivered latency) also names the requests in flight it was made at."""
 
 
 def rejection_kind(reason: str) -> str:

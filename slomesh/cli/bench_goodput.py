@@ -138,6 +138,7 @@ def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
     from services.ingress.args import IngressArgs
     from shared.profiles.io import load_profiles
     from slomesh.bench.goodput.analysis import analyse_system
+    from slomesh.bench.goodput.rejections import read_rejections
     from slomesh.launch import mesh
 
     profile = load_profiles(mesh.DEFAULT_PROFILES["vllm"])[0]
@@ -153,6 +154,11 @@ def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
             r.engines, asdict(plan), out / "vllm-results" / r.name, profile, seqs, ingress
         )
         if got is not None:
+            traces = out / f"traces-{r.name}.jsonl"
+            if traces.exists():
+                got["rejections"] = read_rejections(
+                    traces, out / "vllm-results" / r.name, plan.rates
+                )
             found[r.name] = got
     return found
 
@@ -182,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if args.render is not None:
         return _render(args)
     from slomesh.bench.compare.run import specs
-    from slomesh.bench.goodput.page import analysis_lines, target_lines, write_page
+    from slomesh.bench.goodput.page import analysis_lines, gap_lines, target_lines, write_page
     from slomesh.bench.goodput.results import format_table, step_json
     from slomesh.bench.goodput.run import Plan, run_system, run_url
 
@@ -238,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
     for line in analysis_lines(data):
         print(line)
     for line in target_lines(steps):
+        print(line)
+    for line in gap_lines(data):
         print(line)
     for r in runs:
         if r.why_not:

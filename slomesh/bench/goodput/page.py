@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from slomesh.bench.goodput.analysis import confusion_table, sim_table
+from slomesh.bench.goodput.rejections import rejections_table
 from slomesh.bench.goodput.results import Step, format_table, step_of_json
 
 BASELINE = "bare-vllm"
@@ -80,6 +81,7 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
         "",
     ]
     out += [confusion_table(name, a) for name, a in found.items()]
+    out += rejection_lines(data)
     out += [
         "",
         "## Simulator vs live",
@@ -100,6 +102,73 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
         live = {s.rate_rps: s.goodput_rps for s in steps_of(data) if s.system == name}
         out += [sim_table(name, a, live), "", f"Profile: {a['calibration']}.", ""]
     return out
+
+
+def rejection_lines(data: Mapping[str, Any]) -> list[str]:
+    """Which admission rule refused, per rate, from the sampled traces (rejections.py)."""
+    found = {
+        n: a["rejections"] for n, a in (data.get("analysis") or {}).items() if "rejections" in a
+    }
+    if not found:
+        return []
+    ratio = next(iter(found.values())).get("sample_ratio")
+    out = [
+        "",
+        "## Admission: which rule rejected",
+        "",
+        "The reason of every rejection among the mesh's sampled traces (head-sampled, "
+        f"{ratio if ratio is not None else '?'} of the requests), put to the rate whose "
+        "arrivals hold it and labelled as the ingress's metrics label it "
+        "(`ray_slomesh_rejected_total{reason}`; `slomesh/bench/goodput/rejections.py`): "
+        "*predicted_infeasible* is a prediction of the TTFT or TPOT beyond the objective (the "
+        "ingress's guard on what the mesh delivers, `services/ingress/core/delivered.py`, or "
+        "the scheduler's), *queue_deadline* and *queue_drain* the scheduler's queue.",
+        "",
+    ]
+    steps = steps_of(data)
+    for name, rej in found.items():
+        rejected = {s.rate_rps: s.rejected for s in steps if s.system == name}
+        out.append(rejections_table(name, rej, rejected))
+    return out
+
+
+def gap_lines(data: Mapping[str, Any], baseline: str = BASELINE) -> list[str]:
+    """Where the goodput went that a slomesh system lacks for a goodput target
+    (`target_lines`): at a rate where the baseline meets the SLO, against the baseline's
+    goodput there; at twice the highest such rate or more, against the baseline's best. The
+    share the admission turned away though it would have met (the confusion matrix), and the
+    rest, which the mesh's engines could not serve within the SLO at the speed they ran."""
+    steps = steps_of(data)
+    base = {s.rate_rps: s for s in steps if s.system == baseline}
+    easy = [r for r, s in base.items() if s.offered and s.met / s.offered >= MEETS]
+    if not easy:
+        return []
+    best = max(base.values(), key=lambda s: s.goodput_rps)
+    lines = []
+    for name, a in (data.get("analysis") or {}).items():
+        rows = {r["rate_rps"]: r for r in a.get("rows", [])}
+        for s in sorted((s for s in steps if s.system == name), key=lambda s: s.rate_rps):
+            row = rows.get(s.rate_rps)
+            if s.rate_rps in easy:
+                ref, share, what = base[s.rate_rps], 0.95, "bare vLLM's goodput"
+            elif s.rate_rps >= 2 * max(easy):
+                ref, share, what = best, 0.8, "bare vLLM's best goodput"
+            else:
+                continue
+            if row is None or not s.duration_s or s.goodput_rps >= share * ref.goodput_rps:
+                continue
+            lost = ref.goodput_rps - s.goodput_rps
+            false = row["rejected_would_meet"] / s.duration_s
+            lines.append(
+                f"{name} at {s.rate_rps:g} req/s: {lost:.1f} req/s short of {what}; of it, "
+                f"{false:.1f} req/s the admission turned away though they would have met; the "
+                f"other {max(0.0, lost - false):.1f} req/s the mesh's engines could not serve "
+                f"within the SLO at the speed they ran (TPOT p50 {s.tpot_p50_ms:.2f} ms against "
+                f"bare's {ref.tpot_p50_ms:.2f} ms at {ref.rate_rps:g} req/s, same max_num_seqs: "
+                "each token of a full batch takes that much longer, so a seat frees that much "
+                "later)"
+            )
+    return lines
 
 
 def before_lines(data: Mapping[str, Any]) -> list[str]:
@@ -200,6 +269,10 @@ def render(data: Mapping[str, Any]) -> str:
     steps = steps_of(data)
     out += [format_table(steps, BASELINE), "", "![goodput](goodput.png)", "", "## Targets", ""]
     out += [f"- {line}" for line in target_lines(steps)] or ["No system besides bare vLLM."]
+    gaps = gap_lines(data)
+    if gaps:
+        out += ["", "Where the goodput short of the target went:", ""]
+        out += [f"- {line}" for line in gaps]
     startup = [f"{s['name']} {s['startup_s']:.0f} s" for s in data["systems"] if s.get("startup_s")]
     if startup:
         out += ["", f"Start-up (launch to the first answered request): {', '.join(startup)}."]
