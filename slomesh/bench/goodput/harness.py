@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import sys
+import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -48,6 +51,27 @@ def parse_rates(text: str) -> list[float]:
 def result_name(rate: float) -> str:
     """The result file of one rate: rate-10.json, rate-2.5.json."""
     return f"rate-{rate:g}.json"
+
+
+def rate_windows(
+    result_dir: Path, rates: Sequence[float], slack_s: float = 0.0
+) -> dict[float, tuple[float, float]]:
+    """{rate: (start, end) unix seconds} of each rate's run, first request sent to last answer
+    (the result's `duration`, ending when it was saved, `date`), widened by `slack_s` on both
+    sides; only rates whose result file exists. vLLM stamps `date` to the second, truncated, in
+    the bench host's local time (the host the system ran on): the end is taken half a second
+    after it. A result without `date` or `duration` has no window."""
+    out = {}
+    for rate in rates:
+        path = result_dir / result_name(rate)
+        if not path.exists():
+            continue
+        result = json.loads(path.read_text())
+        if "date" not in result or "duration" not in result:
+            continue
+        end = time.mktime(time.strptime(str(result["date"]), "%Y%m%d-%H%M%S")) + 0.5
+        out[rate] = (end - float(result["duration"]) - slack_s, end + slack_s)
+    return out
 
 
 def step_args(

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shared.report.table import fmt_num, markdown_table
 from slomesh.bench.goodput.analysis import confusion_table, sim_table
+from slomesh.bench.goodput.cpu_rates import engine_us_per_token
 from slomesh.bench.goodput.rejections import rejections_table
 from slomesh.bench.goodput.results import Step, format_table, step_of_json
 
@@ -168,7 +170,68 @@ def gap_lines(data: Mapping[str, Any], baseline: str = BASELINE) -> list[str]:
                 "each token of a full batch takes that much longer, so a seat frees that much "
                 "later)"
             )
+            mine = _engine_cores(data, name, s.rate_rps)
+            theirs = _engine_cores(data, baseline, ref.rate_rps)
+            if mine is not None and theirs is not None:
+                lines[-1] += (
+                    f"; its engine processes kept {mine:.2f} cores busy, bare's {theirs:.2f}"
+                )
     return lines
+
+
+def _engine_cores(data: Mapping[str, Any], system: str, rate: float) -> float | None:
+    for entry in data["systems"]:
+        if entry["name"] == system:
+            for row in entry.get("cpu_by_rate") or []:
+                if row["rate_rps"] == rate:
+                    return float(row["engine_cores"])
+    return None
+
+
+def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
+    """The CPU table per rate (cpu_rates.py): how much of a core the engine processes got and
+    what they spent per token served, and what the system's other processes took."""
+    steps = {(s.system, s.rate_rps): s for s in steps_of(data)}
+    output_len = int(data["plan"]["output_len"])
+    rows = []
+    for entry in data["systems"]:
+        for r in entry.get("cpu_by_rate") or []:
+            step = steps.get((entry["name"], r["rate_rps"]))
+            per_token = (
+                engine_us_per_token(r["engine_cores"], step.served, output_len, step.duration_s)
+                if step is not None
+                else None
+            )
+            rows.append(
+                [
+                    entry["name"],
+                    f"{r['rate_rps']:g}",
+                    f"{r['engine_cores']:.2f}",
+                    f"{r['outside_cores']:.2f}",
+                    fmt_num(per_token, 0),
+                ]
+            )
+    if not rows:
+        return []
+    headers = (
+        "system",
+        "rate req/s",
+        "engine cores busy",
+        "other cores busy",
+        "engine CPU us per token served",
+    )
+    return [
+        "",
+        "CPU at each rate, sampled every second over the rate's run (first request sent to last "
+        "answer; `slomesh/bench/goodput/cpu_rates.py`): the cores vLLM's engine processes kept "
+        "busy (one engine core is one thread: at most 1 per engine), those the system's other "
+        "processes kept busy (slomesh: the control plane, Ray, the replicas' vLLM front ends; "
+        "bare vLLM: its API server), and the engine's CPU per output token served. With the "
+        "seats full, fewer engine cores means the engine waited for a core; more CPU per token "
+        "means it ran slower on the core it had.",
+        "",
+        markdown_table(headers, sorted(rows, key=lambda r: (float(r[1]), r[0]))),
+    ]
 
 
 def before_lines(data: Mapping[str, Any]) -> list[str]:
@@ -284,6 +347,7 @@ def render(data: Mapping[str, Any]) -> str:
     ]
     if cpu:
         out += ["", f"CPU over the whole ladder: {'; '.join(cpu)}."]
+    out += cpu_rate_lines(data)
     out += ["", *analysis_lines(data), *before_lines(data)]
     return "\n".join(out) + "\n"
 

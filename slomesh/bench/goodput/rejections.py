@@ -17,7 +17,6 @@ vLLM's result says that).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from services.ingress.observer import rejection_kind
 from shared.report.table import markdown_table
-from slomesh.bench.goodput.harness import result_name
+from slomesh.bench.goodput.harness import rate_windows
 
 ADMISSION_SPAN = "admission"
 """The ingress span a rejection is raised in."""
@@ -35,27 +34,7 @@ ERROR_PREFIX = "APIError: "
 """How the span's error status starts its description (the exception's type)."""
 WINDOW_SLACK_S = 1.0
 """A rate's window reaches this far beyond its arrivals on both sides (vLLM saves `date` to the
-second)."""
-
-
-def rate_windows(result_dir: Path, rates: Sequence[float]) -> dict[float, tuple[float, float]]:
-    """{rate: (start, end) unix seconds} of the rates whose result file exists. vLLM stamps
-    `date` in the bench host's local time, the same host the mesh ran on. A result without
-    `date` or `duration` has no window."""
-    out = {}
-    for rate in rates:
-        path = result_dir / result_name(rate)
-        if not path.exists():
-            continue
-        result = json.loads(path.read_text())
-        if "date" not in result or "duration" not in result:
-            continue
-        end = time.mktime(time.strptime(str(result["date"]), "%Y%m%d-%H%M%S"))
-        out[rate] = (
-            end - float(result["duration"]) - WINDOW_SLACK_S,
-            end + 1.0 + WINDOW_SLACK_S,
-        )
-    return out
+second, truncated: the end may be up to 1 s later)."""
 
 
 def span_start_s(span: Mapping[str, Any]) -> float:
@@ -115,7 +94,7 @@ def read_rejections(traces: Path, result_dir: Path, rates: Sequence[float]) -> d
     lines = traces.read_text(errors="replace").splitlines() if traces.exists() else []
     return {
         "sample_ratio": TracingConfig.model_fields["sample_ratio"].default,
-        "rows": rejections_by_rate(lines, rate_windows(result_dir, rates)),
+        "rows": rejections_by_rate(lines, rate_windows(result_dir, rates, WINDOW_SLACK_S)),
     }
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from slomesh.bench.compare.cpu import CpuSplit, tree_cpu
 from slomesh.bench.compare.load import answers
 from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec, launch, stop
-from slomesh.bench.goodput.harness import result_name
+from slomesh.bench.goodput.cpu_rates import CpuSampler, Sampling, cpu_by_rate
+from slomesh.bench.goodput.harness import rate_windows, result_name
 from slomesh.bench.goodput.results import Step, step_from_result
 
 
@@ -68,6 +69,8 @@ class SystemRun:
     cpu_outside_s: float | None = None
     """CPU seconds the system's other processes spent over the ladder (for slomesh: the
     control plane, Ray, and the replicas' vLLM front ends)."""
+    cpu_by_rate: list[dict[str, Any]] = field(default_factory=list)
+    """Per rate: the engine and outside cores busy during its run (cpu_rates.py)."""
 
 
 def harness_command(
@@ -193,6 +196,7 @@ def run_system(
     launcher: Callable[..., Running] = launch,
     runner: Callable[..., Any] = subprocess.run,
     cpu: Callable[[int], CpuSplit] = tree_cpu,
+    sampler: Callable[[int], Sampling] = CpuSampler,
 ) -> SystemRun:
     """Start `spec`, run the ladder against it, stop it; never raises for a system that
     cannot start or fails (the reason is in `why_not`)."""
@@ -208,11 +212,18 @@ def run_system(
     report(f"== {spec.name}: up in {running.startup_s:.1f} s, vLLM's benchmark running")
     try:
         before = cpu(running.proc.pid)
-        run.steps, run.why_not = measure(
-            spec.name, spec.base_url, spec.model, tokenizer, plan, out_dir, runner
-        )
+        series = sampler(running.proc.pid)
+        series.start()
+        try:
+            run.steps, run.why_not = measure(
+                spec.name, spec.base_url, spec.model, tokenizer, plan, out_dir, runner
+            )
+        finally:
+            samples = series.stop()
         used = cpu(running.proc.pid).minus(before)
         run.cpu_engine_s, run.cpu_outside_s = round(used.engine_s, 1), round(used.outside_s, 1)
+        windows = rate_windows(out_dir / "vllm-results" / spec.name, plan.rates)
+        run.cpu_by_rate = cpu_by_rate(samples, windows)
     finally:
         stop(running)
     if run.why_not:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from slomesh.bench.compare.cpu import CpuSplit
 from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec
+from slomesh.bench.goodput.cpu_rates import CpuSample
 from slomesh.bench.goodput.harness import parse_rates, result_name, step_args
 from slomesh.bench.goodput.page import render, target_lines, write_page
 from slomesh.bench.goodput.results import (
@@ -241,6 +243,42 @@ def test_a_started_system_gets_its_steps_and_the_cpu_of_its_ladder(tmp_path: Pat
     assert run.why_not is None and run.startup_s == 42.0
     assert [(s.system, s.served, s.met) for s in run.steps] == [("slomesh", 5, 5)]
     assert (run.cpu_engine_s, run.cpu_outside_s) == (60.0, 120.0)
+
+
+class _Samples:
+    """A CPU sampler double: the samples it 'took' over the ladder, given by the test."""
+
+    def __init__(self, samples: list[CpuSample]) -> None:
+        self.samples, self.running = samples, False
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self) -> list[CpuSample]:
+        assert self.running
+        return self.samples
+
+
+def test_a_started_system_gets_the_cores_busy_at_each_rate(tmp_path: Path) -> None:
+    spec = SystemSpec("slomesh", 1, ["x"], "http://127.0.0.1:8100/v1", "tiny-llama")
+    end = time.mktime(time.strptime("20260101-120030", "%Y%m%d-%H%M%S")) + 0.5
+    samples = [CpuSample(end - 9.0 + i, 0.8 * i, 0.5 * i) for i in range(9)]
+
+    def runner(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        result_dir = Path(cmd[cmd.index("--result-dir") + 1])
+        result_dir.mkdir(parents=True, exist_ok=True)
+        result = vllm_result(5, [""] * 5, 0.5) | {"date": "20260101-120030"}
+        (result_dir / "rate-10.json").write_text(json.dumps(result))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    run = run_system(
+        spec, Plan(rates=(10.0,)), "t", tmp_path, lambda _: None,
+        lambda *_, **__: Running(spec, _Exited(), 1.0, tmp_path), runner,
+        lambda _pid: CpuSplit(0.0, 0.0), lambda _pid: _Samples(samples),
+    )  # fmt: skip
+    assert run.cpu_by_rate == [
+        {"rate_rps": 10.0, "engine_cores": 0.8, "outside_cores": 0.5, "seconds": 8.0}
+    ]
 
 
 def test_answers_held_back_and_delivered_at_once_are_counted_as_bursts() -> None:

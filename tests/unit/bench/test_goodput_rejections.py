@@ -12,10 +12,16 @@ import pytest
 
 from services.ingress.core.delivered import DeliveredGuard
 from services.ingress.observer import rejection_kind
-from slomesh.bench.goodput.harness import result_name
+from slomesh.bench.compare.cpu import CpuSplit
+from slomesh.bench.goodput.cpu_rates import (
+    CpuSampler,
+    cores_between,
+    cpu_by_rate,
+    engine_us_per_token,
+)
+from slomesh.bench.goodput.harness import rate_windows, result_name
 from slomesh.bench.goodput.page import gap_lines, render
 from slomesh.bench.goodput.rejections import (
-    rate_windows,
     read_rejections,
     rejections_by_rate,
     rejections_table,
@@ -64,11 +70,12 @@ def test_windows_cover_each_rates_arrivals_and_skip_results_without_a_date(
 ) -> None:
     results(tmp_path / "r")
     (tmp_path / "r" / result_name(40.0)).write_text(json.dumps({"duration": 3.0}))
-    windows = rate_windows(tmp_path / "r", [10.0, 20.0, 40.0, 80.0])
+    windows = rate_windows(tmp_path / "r", [10.0, 20.0, 40.0, 80.0], 1.0)
     assert sorted(windows) == [10.0, 20.0]
     lo, hi = windows[20.0]
     assert lo <= END - 20.0 and hi >= END + 1.0 and hi - lo < 25.0
     assert windows[10.0][1] < lo  # the rates' windows do not overlap
+    assert rate_windows(tmp_path / "r", [20.0])[20.0] == (END + 0.5 - 20.0, END + 0.5)
 
 
 def test_rejections_are_put_to_their_rate_and_labelled_as_the_metrics_label_them(
@@ -87,7 +94,7 @@ def test_rejections_are_put_to_their_rate_and_labelled_as_the_metrics_label_them
         "{not json",
         "",
     ]
-    rows = rejections_by_rate(lines, rate_windows(tmp_path / "r", [10.0, 20.0]))
+    rows = rejections_by_rate(lines, rate_windows(tmp_path / "r", [10.0, 20.0], 1.0))
     assert [r["rate_rps"] for r in rows] == [10.0, 20.0]
     assert rows[0]["sampled"] == 1 and rows[0]["kinds"] == {"predicted_infeasible": 1}
     assert rows[1]["sampled"] == 3
@@ -191,3 +198,41 @@ def test_the_goodput_short_of_a_target_is_split_into_false_rejections_and_the_re
     assert lines[1].startswith("slomesh at 40 req/s: 10.0 req/s short of bare vLLM's best")
     assert "bare's 1.50 ms at 20 req/s" in lines[1]
     assert "Where the goodput short of the target went" in render(gap_data())
+
+
+def test_the_cpu_of_each_rate_comes_from_the_samples_inside_its_run() -> None:
+    split = iter([CpuSplit(0.0, 0.0), CpuSplit(1.0, 0.5), CpuSplit(3.0, 1.5), CpuSplit(3.1, 1.6)])
+    clock = iter([10.0, 11.0, 13.0, 20.0])
+    sampler = CpuSampler(7, lambda pid: next(split), 0.0, lambda: next(clock))
+    for _ in range(4):
+        sampler.sample()
+    rows = cpu_by_rate(sampler.samples, {10.0: (10.5, 14.0), 20.0: (15.0, 19.0)})
+    assert rows == [{"rate_rps": 10.0, "engine_cores": 1.0, "outside_cores": 0.5, "seconds": 2.0}]
+    assert cores_between(sampler.samples, 9.0, 12.0) is None  # 1 s apart: too short
+    assert engine_us_per_token(0.9, 300, 256, 10.0) == pytest.approx(0.9e6 / 7680)
+    assert engine_us_per_token(0.9, 0, 256, 10.0) is None
+
+
+def test_the_sampler_thread_samples_until_stopped() -> None:
+    sampler = CpuSampler(7, lambda pid: CpuSplit(float(pid), 0.0), 0.001)
+    sampler.start()
+    while len(sampler.samples) < 3:
+        time.sleep(0.001)
+    got = sampler.stop()
+    n = len(got)
+    time.sleep(0.01)
+    assert len(sampler.samples) == n and {s.engine_s for s in got} == {7.0}
+
+
+def test_the_page_shows_the_cores_per_rate_and_names_them_in_the_shortfall() -> None:
+    data = gap_data()
+    cores = {"bare-vllm": (20.0, 0.97), "slomesh": (20.0, 0.75)}
+    for entry in data["systems"]:  # type: ignore[attr-defined]
+        rate, busy = cores[entry["name"]]
+        entry["cpu_by_rate"] = [
+            {"rate_rps": rate, "engine_cores": busy, "outside_cores": 0.6, "seconds": 9.0}
+        ]
+    text = render(data)
+    assert "| slomesh   |         20 |              0.75 |             0.60 |" in text
+    assert "engine processes kept 0.75 cores busy, bare's 0.97" in gap_lines(data)[0]
+    assert "cores busy" not in gap_lines(data)[1]  # no samples at 40 req/s
