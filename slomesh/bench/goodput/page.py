@@ -109,7 +109,9 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
 def rejection_lines(data: Mapping[str, Any]) -> list[str]:
     """Which admission rule refused, per rate, from the sampled traces (rejections.py)."""
     found = {
-        n: a["rejections"] for n, a in (data.get("analysis") or {}).items() if "rejections" in a
+        n: a["rejections"]
+        for n, a in (data.get("analysis") or {}).items()
+        if (a.get("rejections") or {}).get("rows")
     }
     if not found:
         return []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from slomesh.bench.goodput.harness import result_name
@@ -22,6 +24,8 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
         "ttfts": [0.05] * 18 + [0.0, 0.0],
         "latencies": [0.05 + 63 * 0.004] * 18 + [0.0, 0.0],
         "errors": [""] * 18 + [REJECTED_REASON] * 2,
+        "date": "20260101-120030",
+        "duration": 5.0,
     }
     folder = tmp_path / "vllm-results" / "slomesh-1"
     folder.mkdir(parents=True)
@@ -67,6 +71,14 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
     }
     path = tmp_path / "goodput.json"
     path.write_text(json.dumps(data))
+    end = time.mktime(time.strptime("20260101-120030", "%Y%m%d-%H%M%S"))
+    rejected = {
+        "name": "admission",
+        "start_time": datetime.fromtimestamp(end - 2, UTC).isoformat(),
+        "status": {"status_code": "ERROR", "description": "APIError: predicted TTFT 2 s at 3 ..."},
+        "resource": {"attributes": {"service.name": "slomesh-ingress"}},
+    }
+    (tmp_path / "traces-slomesh-1.jsonl").write_text(json.dumps(rejected) + "\n")
     assert main(["bench-goodput", "--render", str(path), "--page", str(tmp_path / "g.md")]) == 0
     assert "## Admission: confusion matrix" not in (tmp_path / "g.md").read_text()
     argv = ["bench-goodput", "--render", str(path), "--reanalyse", "--page", str(tmp_path / "g.md")]
@@ -75,3 +87,6 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
     assert [r["rate_rps"] for r in rows] == [5.0] and rows[0]["admitted_met"] == 18
     assert "bare-vllm" not in json.loads(path.read_text())["analysis"]
     assert "## Admission: confusion matrix" in (tmp_path / "g.md").read_text()
+    rejections = json.loads(path.read_text())["analysis"]["slomesh-1"]["rejections"]["rows"]
+    assert rejections[0]["kinds"] == {"predicted_infeasible": 1}
+    assert "## Admission: which rule rejected" in (tmp_path / "g.md").read_text()
