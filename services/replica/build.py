@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.engine import Engine
 from services.replica.model_host import ModelHost
 from services.replica.model_swap import Loaded, model_host
@@ -94,7 +95,16 @@ def build_host(args: ReplicaArgs) -> ModelHost[Loaded]:
         lambda m: build_engine(per_model[m]),
         {m: a.serving for m, a in per_model.items()},
         sleep_mode=bool(args.vllm.get("enable_sleep_mode")),
+        deadline_ordered=QUEUE_POLICIES.create(_queue_policy(args)).deadline_ordered,
         load_time_s=load_s,
         tokenizer_model=args.tokenizer_model,
         max_model_len=args.max_model_len,
     )
+
+
+def _queue_policy(args: ReplicaArgs) -> str:
+    """The name of the replica's engine queue policy (vLLM's scheduler hook, or the simulated
+    engine's)."""
+    if args.engine == "vllm":
+        return str(args.vllm.get("queue_policy", "fcfs"))
+    return args.engine_config.queue_policy

@@ -138,7 +138,7 @@ class ReplicaDeployment:
         several models, once the request's model is active (model_host.py)."""
         if self._host is not None:
             async with contextlib.AsyncExitStack() as held:
-                turn = ModelTurn(self._host, req.model, held)
+                turn = ModelTurn(self._host, req.model, held, deadline_s=req.ttft_deadline_abs_s)
                 async for _ in turn.wait():  # heartbeats while its model is swapped in
                     yield replica_pb2.ReplicaChunk(
                         request_id=req.request_id, time_unix_s=time.time()
@@ -189,7 +189,9 @@ class ReplicaDeployment:
             async with contextlib.AsyncExitStack() as held:
                 engine = self.engine
                 if self._host is not None:  # the request's model stays active while it runs
-                    turn = ModelTurn(self._host, req.model, held)
+                    turn = ModelTurn(
+                        self._host, req.model, held, deadline_s=req.ttft_deadline_abs_s
+                    )
                     async for _ in turn.wait():  # heartbeats while its model is swapped in
                         yield replica_pb2.ReplicaChunk(request_id=meta_id, time_unix_s=time.time())
                     engine = turn.serving.engine

@@ -1,9 +1,12 @@
 """One engine, several models: the replica's model host (QLM's model swap, live).
 
 A replica that lists several models (`ReplicaArgs.models`) keeps one of them active on its
-engine. A request for another model of the list waits its turn: requests are taken in arrival
-order, and the first one for a model other than the active one blocks those behind it (the
-simulated engine's rule: a waiting head for another model blocks admission). Once every request
+engine. A request for another model of the list waits its turn in the host's line, in the order
+of the engine's queue (the simulated engine's rule: its waiting queue in policy order, whose
+head, when it wants another model, blocks admission): arrival order, or with a queue policy
+that orders by deadline (EDF: `deadline_ordered`) the earliest TTFT deadline first, so a tight
+request placed behind a loose one of another model is not held behind that model's swap. The
+line's head, when it wants another model, blocks those behind it. Once every request
 running on the active model has finished, the host swaps: the loader takes the active model off
 the engine and makes the waiting head's model active (`model_swap.py`: an engine restart on vLLM
 CPU, sleep/wake where vLLM has sleep mode, a profiled wait on the simulated engine). Then the
@@ -26,8 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
@@ -80,10 +83,14 @@ class SwapRecord:
 class _Waiter:
     model: str
     ready: asyncio.Future[None]
+    key: tuple[float, int]
+    """Its place in the line: (TTFT deadline with `deadline_ordered`, else 0; arrival)."""
 
 
 class ModelHost(Generic[S]):
-    def __init__(self, models: Sequence[str], loader: ModelLoader[S]) -> None:
+    def __init__(
+        self, models: Sequence[str], loader: ModelLoader[S], deadline_ordered: bool = False
+    ) -> None:
         if not models:
             raise ValueError("models: a model host needs at least one model")
         self.models = tuple(dict.fromkeys(models))
@@ -91,7 +98,10 @@ class ModelHost(Generic[S]):
         self.active = self.models[0]
         self._serving: S | None = None
         self._running = 0
-        self._line: deque[_Waiter] = deque()
+        self.deadline_ordered = deadline_ordered
+        """The line is ordered by TTFT deadline (the engine's queue is EDF), else by arrival."""
+        self._line: list[_Waiter] = []
+        self._arrivals = itertools.count()
         self._swap: asyncio.Task[None] | None = None
         self._loading: str | None = None
         """The model the running swap loads."""
@@ -117,7 +127,7 @@ class ModelHost(Generic[S]):
         """The model active once the order and the line are served (the last one in line,
         else the ordered, the loading or the active one)."""
         if self._line:
-            return self._line[-1].model
+            return max(self._line, key=_place).model
         return self._order.target or self._loading or self.active
 
     def swap_to(self, model: str) -> None:
@@ -139,12 +149,15 @@ class ModelHost(Generic[S]):
         return self._swap is not None and not self._swap.done()
 
     @contextlib.asynccontextmanager
-    async def use(self, model: str) -> AsyncIterator[S]:
-        """Hold `model` active while the caller serves one request on the yielded serving."""
+    async def use(self, model: str, deadline_s: float = 0.0) -> AsyncIterator[S]:
+        """Hold `model` active while the caller serves one request on the yielded serving;
+        `deadline_s`: the request's TTFT deadline (any clock the replica's requests share), its
+        place in a `deadline_ordered` line."""
         self._check(model)
         await self.start()
         if model != self.active or self._line or self.swapping:
-            waiter = _Waiter(model, asyncio.get_running_loop().create_future())
+            key = (deadline_s if self.deadline_ordered else 0.0, next(self._arrivals))
+            waiter = _Waiter(model, asyncio.get_running_loop().create_future(), key)
             self._line.append(waiter)
             self._pump()
             try:
@@ -170,14 +183,14 @@ class ModelHost(Generic[S]):
         has no request running, start the ordered swap, else one to the head's model."""
         if self.swapping:
             return
-        while self._line and self._line[0].model == self.active:
-            waiter = self._line.popleft()
-            if not waiter.ready.done():
+        while self._line and (first := min(self._line, key=_place)).model == self.active:
+            self._line.remove(first)
+            if not first.ready.done():
                 self._running += 1
-                waiter.ready.set_result(None)
+                first.ready.set_result(None)
         if self._running:
             return
-        head = self._line[0].model if self._line else None
+        head = min(self._line, key=_place).model if self._line else None
         target = self._order.due(self.active, False, head) or head
         if target is not None:
             self._loading = target
@@ -219,6 +232,10 @@ class ModelHost(Generic[S]):
             return EngineStatus(self.active, waiting, 0, 0, 0, 0, 0, 0)
         st = self.loader.status(self._serving)
         return replace(st, active_model=self.active, waiting=st.waiting + waiting)
+
+
+def _place(waiter: _Waiter) -> tuple[float, int]:
+    return waiter.key
 
 
 def _granted(ready: asyncio.Future[None]) -> bool:

@@ -165,15 +165,18 @@ def model_host(
     options: dict[str, ServingOptions],
     *,
     sleep_mode: bool = False,
+    deadline_ordered: bool = False,
     load_time_s: dict[str, float] | None = None,
     tokenizer_model: str = "",
     max_model_len: int = 0,
 ) -> ModelHost[Loaded]:
-    """The model host of a replica serving `models` (the first active at start)."""
+    """The model host of a replica serving `models` (the first active at start);
+    `deadline_ordered`: its engine's queue runs the earliest TTFT deadline first (the host's
+    line follows it)."""
     loader: Any
     if engine_kind == "vllm":
         loader = (SleepWakeLoader if sleep_mode else RestartLoader)(build_engine, options)
     else:
         times = load_time_s if load_time_s is not None else dict.fromkeys(models, 0.0)
         loader = SimulatedLoader(build_engine, times, tokenizer_model, max_model_len, options)
-    return ModelHost(models, loader)
+    return ModelHost(models, loader, deadline_ordered)

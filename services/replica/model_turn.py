@@ -36,9 +36,12 @@ class ModelTurn(Generic[S]):
         model: str,
         stack: contextlib.AsyncExitStack,
         heartbeat_s: float = HEARTBEAT_S,
+        deadline_s: float = 0.0,
     ) -> None:
         self.host = host
         self.model = model
+        self.deadline_s = deadline_s
+        """The request's TTFT deadline: its place in a deadline-ordered line (ModelHost.use)."""
         self.stack = stack
         self.heartbeat_s = heartbeat_s
         self._serving: S | None = None
@@ -46,7 +49,9 @@ class ModelTurn(Generic[S]):
     async def wait(self) -> AsyncGenerator[None, None]:
         """Yields a heartbeat each `heartbeat_s` until the model is active for this request;
         a failed swap (SwapFailed) is raised; closing the iterator leaves the line."""
-        entering = asyncio.ensure_future(self.stack.enter_async_context(self.host.use(self.model)))
+        entering = asyncio.ensure_future(
+            self.stack.enter_async_context(self.host.use(self.model, self.deadline_s))
+        )
         try:
             while True:
                 done, _ = await asyncio.wait({entering}, timeout=self.heartbeat_s)
