@@ -229,7 +229,9 @@ class ModelHost(Generic[S]):
         loaded (the simulated engine's rule: its requests wait until then)."""
         waiting = len(self._line)
         if self._serving is None:
-            return EngineStatus(self.active, waiting, 0, 0, 0, 0, 0, 0)
+            return EngineStatus(
+                self.active, waiting, 0, 0, 0, 0, 0, 0, deadline_ordered=self.deadline_ordered
+            )
         st = self.loader.status(self._serving)
         return replace(st, active_model=self.active, waiting=st.waiting + waiting)
 

@@ -278,6 +278,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         replica = self.core.replicas.get(application)
         if replica is not None:
             replica.adapters = tuple(state.loaded_adapters)
+            replica.deadline_ordered = state.deadline_ordered
         report = QueueReport(
             state.waiting,
             state.running,

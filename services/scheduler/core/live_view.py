@@ -8,6 +8,7 @@ the evictions, resumes and swaps booked (`take_actions`: Evict / Resume / SwapMo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -60,6 +61,9 @@ class LiveReplica:
     adapters: tuple[str, ...] = ()
     """The LoRA adapters the replica reported loaded (its latest state's loaded_adapters),
     least recently used first."""
+    deadline_ordered: bool = False
+    """The replica's engine queue runs the earliest TTFT deadline first (its latest state's
+    `deadline_ordered`): its model host's line follows that order (`blocked`)."""
     swap_ordered: str = ""
     """The model of the scheduler's swap order not yet seen carried out ("": none); cleared
     once Status names another active model (the order was carried out, or a later one was)."""
@@ -142,9 +146,10 @@ class LiveReplica:
         n = len(self.in_flight) + change.added - change.evicted_waiting - change.evicted_running
         evicted = len(self.evicted) + change.evicted_waiting + change.evicted_running
         placed = [r.model for r in self.in_flight.values()]
-        running = min(
-            max(0, n - blocked(self, [*placed, *change.placed_models])), self.max_num_seqs
-        )
+        due = [r.ttft_deadline_abs_s for r in self.in_flight.values()]
+        late = [math.inf] * len(change.placed_models)  # not booked yet: last in the line
+        held = blocked(self, [*placed, *change.placed_models], [*due, *late])
+        running = min(max(0, n - held), self.max_num_seqs)
         return EngineStatus(
             active_model=self.active_model,
             waiting=n - running,
@@ -227,14 +232,21 @@ class LiveReplica:
         return actions
 
 
-def blocked(replica: LiveReplica, placed: Sequence[str]) -> int:
-    """How many of the requests placed on `replica` (their models, in placement order) wait for
-    a swap: a replica with several models runs only its active model's requests, and takes
-    them in placement order (services/replica/model_host.py: the first request for another model
-    holds those behind it), so every request from the first one of a model it serves but does
-    not have active on waits, as the simulated engine holds them in its waiting queue."""
+def blocked(
+    replica: LiveReplica, placed: Sequence[str], deadlines: Sequence[float] | None = None
+) -> int:
+    """How many of the requests placed on `replica` (their models, in placement order, and
+    their TTFT deadlines) wait for a swap: a replica with several models runs only its active
+    model's requests, and takes them in its line's order (services/replica/model_host.py:
+    placement order, or earliest deadline first on a `deadline_ordered` replica; the first
+    request for another model holds those behind it), so every request from the first one of a
+    model it serves but does not have active on waits, as the simulated engine holds them in
+    its waiting queue."""
     active = replica.active_model
-    for k, model in enumerate(placed):
-        if model != active and replica.serves(model):
+    order = list(range(len(placed)))
+    if replica.deadline_ordered and deadlines is not None:
+        order.sort(key=lambda i: deadlines[i])  # stable: placement order among equal deadlines
+    for k, i in enumerate(order):
+        if placed[i] != active and replica.serves(placed[i]):
             return len(placed) - k
     return 0

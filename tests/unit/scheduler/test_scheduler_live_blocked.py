@@ -87,3 +87,23 @@ def test_evictions_of_the_event_leave_the_count() -> None:
     rep = replica("AAB")
     st = rep.status_after(PendingChange(evicted_running=1))
     assert (st.waiting, st.running, st.evicted) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("deadline_ordered", "waiting", "running"),
+    [
+        (False, 3, 0),  # placement order: B heads the line, both A behind it wait
+        (True, 1, 2),  # earliest deadline first: both A run, only B waits for its swap
+    ],
+)
+def test_a_deadline_ordered_replica_counts_its_line_earliest_deadline_first(
+    deadline_ordered: bool, waiting: int, running: int
+) -> None:
+    rep = LiveReplica(
+        "replica-0", "cpu", "A", None, max_num_seqs=3, swap_profiles=dict.fromkeys("B")
+    )
+    rep.deadline_ordered = deadline_ordered
+    for rid, model, ttft_s in (("b", "B", 300.0), ("a1", "A", 20.0), ("a2", "A", 60.0)):
+        rep.book(Request(rid, model, 10, 20, 0.0, SLO(ttft_s)), 0.0)
+    st = rep.status()
+    assert (st.waiting, st.running) == (waiting, running)
