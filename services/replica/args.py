@@ -75,6 +75,12 @@ class ReplicaArgs(BaseModel):
     ingress on cores the engines share; Ray Serve LLM batches its streams on the same 50 ms.
     Time to first token and the time per output token from first to last are unchanged; only
     the tokens in between arrive in bursts."""
+    output_gather_share: float = Field(0.5, ge=0.0, le=1.0)
+    """vLLM answers: the share of `stream_interval_ms` over which vLLM's own output processor
+    gathers a stream's tokens into one output (each request's vLLM `stream_interval`, from the
+    time per token measured on this replica: services/replica/vllm/output_pace.py). vLLM's
+    front end then does its per-output work (a response chunk, its JSON, a wake-up) once per
+    gathered output instead of once per token. 0: one output per token (vLLM's default)."""
     grpc_host: str = "127.0.0.1"
     """Where this replica's own gRPC server listens (direct_server.py; callers stream from it
     instead of relaying through a Serve handle): an address, "node" (this Ray node's IP, for

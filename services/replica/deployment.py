@@ -75,6 +75,7 @@ class ReplicaDeployment:
                         a.adapters,
                     )
                 self._serving.interval_s = a.stream_interval_ms / 1e3
+                self._serving.client.pace.batch_s = self._serving.interval_s * a.output_gather_share
             return self._serving
 
     async def Endpoint(self) -> str:

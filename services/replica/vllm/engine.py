@@ -86,7 +86,7 @@ class VLLMEngine:
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        from services.replica.vllm.stats import LatestSchedulerStats
+        from services.replica.vllm.stats import LatestSchedulerStats, scheduler_stats_only
 
         self.config = config
         self.clock: Clock = clock if clock is not None else WallClock()
@@ -95,10 +95,12 @@ class VLLMEngine:
         if config.uses_scheduler_hook and vllm_config.scheduler_config.async_scheduling:
             vllm_config.scheduler_config.scheduler_cls = ASYNC_SCHEDULER_CLS
         self.stats = LatestSchedulerStats()
-        # disable_log_stats with a custom stat logger: stats on, vLLM's periodic log lines off
+        # disable_log_stats with a custom stat logger: stats on, vLLM's periodic log lines off;
+        # then the front end's own statistics off again, the scheduler stats kept (stats.py)
         self._llm: AsyncLLM | None = AsyncLLM.from_vllm_config(
             vllm_config, stat_loggers=[self.stats], disable_log_stats=True
         )
+        scheduler_stats_only(self._llm)  # nothing is added yet: always True here
         self._kv_total_blocks = int(vllm_config.cache_config.num_gpu_blocks or 0)
         self._streams: dict[str, _Stream] = {}
         self._evicted: dict[str, _Stream] = {}

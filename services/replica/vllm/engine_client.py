@@ -12,7 +12,10 @@ call through, except `generate`:
   the body's priority that vLLM's serving classes pass on is replaced by it;
 - every request is followed under its slomesh id: output tokens (all choices), first-token
   time, finish reason and prompt tokens, which the replica reports to the control plane, and
-  the counts behind `status()`.
+  the counts behind `status()`;
+- each request's `stream_interval` (vLLM's tokens per output) is set from the replica's message
+  interval and the time per token measured over the outputs seen here (output_pace.py), so
+  vLLM's front end does its per-output work once per message's worth of tokens.
 
 vLLM's serving classes stay unaware of slomesh: they build the sampling parameters, render the
 prompt and format the output; nothing of the request is rebuilt here.
@@ -27,6 +30,7 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from services.replica.vllm.output_pace import OutputPace
 from shared.domain.engine import EngineStatus
 from shared.domain.engine_metadata import EXTRA_ARGS_KEY
 
@@ -44,6 +48,8 @@ class Followed:
     calls: int = 0
     ttft_deadline_unix_s: float = math.inf
     """When its first token is due (from slomesh's metadata; inf: no deadline known)."""
+    last_output_s: float = 0.0
+    """Monotonic time of its latest output with tokens (0: none yet)."""
 
 
 SERVING: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -74,6 +80,8 @@ class SLOEngineClient:
         self.stats = stats
         """vLLM's latest scheduler stats (vllm/stats.py), for KV use; None: not reported."""
         self._followed: dict[str, Followed] = {}
+        self.pace = OutputPace()
+        """Tokens per vLLM output for the requests served (`pace.batch_s` 0: one each)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -99,6 +107,9 @@ class SLOEngineClient:
             sampling_params.extra_args = extra
             kwargs["priority"] = int(meta.get("priority", 0))
             followed = self._followed.get(str(meta.get("request_id", "")))
+            every = self.pace.tokens_per_output()
+            if every > 1 and (getattr(sampling_params, "stream_interval", None) or 1) < every:
+                sampling_params.stream_interval = every
         if followed is not None:
             followed.calls += 1
             if meta is not None and meta.get("ttft_deadline_s") is not None:
@@ -108,7 +119,7 @@ class SLOEngineClient:
         try:
             async for out in stream:
                 if followed is not None:
-                    _count(followed, out)
+                    _count(followed, out, self.pace)
                 yield out
         finally:
             if followed is not None:
@@ -145,12 +156,19 @@ class SLOEngineClient:
         )
 
 
-def _count(followed: Followed, out: Any) -> None:
-    """Fold one RequestOutput (DELTA or cumulative) into `followed`."""
+def _count(followed: Followed, out: Any, pace: OutputPace | None = None) -> None:
+    """Fold one RequestOutput (DELTA or cumulative) into `followed`; the time since its previous
+    output over the tokens of this one is a measurement of the time per token (one choice
+    only: the outputs of `n` choices come merged)."""
     if not followed.prompt_tokens and out.prompt_token_ids is not None:
         followed.prompt_tokens = len(out.prompt_token_ids)
     # DELTA outputs carry new tokens; FINAL_ONLY/CUMULATIVE carry all of them once
     new = sum(len(c.token_ids) for c in out.outputs)
+    if new:
+        now = time.monotonic()
+        if pace is not None and followed.last_output_s and len(out.outputs) == 1:
+            pace.observe(now - followed.last_output_s, new)
+        followed.last_output_s = now
     if new and not followed.first_token_s:
         followed.first_token_s = time.time()
     followed.output_tokens += new
