@@ -65,6 +65,19 @@ def per_role_ms(system: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def idle_per_role_ms_s(system: dict[str, Any]) -> dict[str, float]:
+    """ms of CPU per second by role while no request came (empty: not measured per process)."""
+    seconds = float(system.get("idle_seconds") or 0.0)
+    if seconds <= 0:
+        return {}
+    out: dict[str, float] = {}
+    for title, cpu in (system.get("idle_cpu_by_process_s") or {}).items():
+        role = role_of(title)
+        if role is not None:
+            out[role] = out.get(role, 0.0) + float(cpu) * 1e3 / seconds
+    return out
+
+
 def outside_ms(system: dict[str, Any]) -> float | None:
     """ms of CPU per c8 request outside the engine (the system's own figure)."""
     n = int(system.get("c8_requests") or 0)
@@ -113,7 +126,7 @@ def render(detail: dict[str, Any], command: str, baseline: dict[str, Any] | None
         "service's periodic work) cost CPU per second whether requests come or not: their",
         "share per request shrinks as the requests per second grow: the idle column is that",
         "fixed cost, the CPU per second of the same processes left without requests after the",
-        "warm-up.",
+        "warm-up (per role in the role table, where the sitting measured it per process).",
         "",
         f"Command: `{command}`",
         "",
@@ -174,18 +187,22 @@ def _role_table(now: dict[str, Any] | None, before: dict[str, Any] | None) -> li
         return ["(slomesh did not run)"]
     cur = per_role_ms(now)
     old = per_role_ms(before) if before is not None else {}
+    idle = idle_per_role_ms_s(now)
     cols = ["role", "ms/request"] + (["baseline ms/request", "change"] if old else [])
+    cols += ["idle ms/s"] if idle else []
     out = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
-    for role in _present(ROLES, cur, old):
+    for role in _present(ROLES, cur, old, idle):
         row = [role, _cell(cur.get(role), ".2f")]
         if old:
             a, b = cur.get(role, 0.0), old.get(role, 0.0)
             row += [_cell(old.get(role), ".2f"), f"{a - b:+.2f}"]
+        row += [_cell(idle.get(role))] if idle else []
         out.append("| " + " | ".join(row) + " |")
     total = sum(cur.values())
     row = ["**all**", f"**{total:.2f}**"]
     if old:
         row += [f"**{sum(old.values()):.2f}**", f"{total - sum(old.values()):+.2f}"]
+    row += [f"**{sum(idle.values()):.1f}**"] if idle else []
     out.append("| " + " | ".join(row) + " |")
     return out
 

@@ -102,6 +102,9 @@ async def measure(
             idle = tree_cpu(running.proc.pid).minus(before)
             result.idle_seconds = time.monotonic() - t0
             result.idle_cpu_outside_engine_s = idle.outside_s
+            result.idle_cpu_by_process_s = {
+                k: round(v, 3) for k, v in idle.by_process.items() if v > 0
+            }
         marks = PhaseCounters(spec, result)
         marks.start()
         t = time.time()

@@ -47,6 +47,8 @@ class SystemResult:
     idle_seconds: float = 0.0
     idle_cpu_outside_engine_s: float | None = None
     """CPU seconds of the same processes over `idle_seconds` with no request in flight."""
+    idle_cpu_by_process_s: dict[str, float] = field(default_factory=dict)
+    """The same, per process title (where the fixed cost goes)."""
     spans: dict[str, dict[str, float]] = field(default_factory=dict)
     cpu_by_process_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process title over the c8 run."""

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from slomesh.bench.compare.hot_path import idle_ms_per_s, outside_ms, per_role_ms, render, role_of
+from slomesh.bench.compare.hot_path import (
+    idle_ms_per_s,
+    idle_per_role_ms_s,
+    outside_ms,
+    per_role_ms,
+    render,
+    role_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -103,3 +110,20 @@ def test_page_gives_each_systems_idle_cpu_per_second() -> None:
     assert "| slomesh | 500 | 9.00 | 3.00 | 100.0 |" in page
     assert "| slomesh (baseline) | 250 | 20.00 | 6.67 | - |" in page  # not measured then
     assert idle_ms_per_s({"idle_seconds": 0.0, "idle_cpu_outside_engine_s": 1.0}) is None
+
+
+def test_role_table_gives_each_roles_idle_cpu_per_second_when_measured_per_process() -> None:
+    idle = {
+        "ray::ServeReplica:ingress:IngressDeployment": 0.2,
+        "ray::ServeReplica:replica-0:ReplicaDeployment": 0.1,
+        "ray::ServeReplica:replica-1:ReplicaDeployment": 0.3,
+        "VLLM::EngineCore": 5.0,  # the engine: not a role
+    }
+    slomesh = {**NOW["systems"][1], "idle_seconds": 10.0, "idle_cpu_by_process_s": idle}
+    assert idle_per_role_ms_s(slomesh) == pytest.approx({"ingress": 20.0, "replica shells": 40.0})
+    page = render({"systems": [NOW["systems"][0], slomesh]}, "c")
+    assert "| role | ms/request | idle ms/s |" in page
+    assert "| replica shells | 5.00 | 40.0 |" in page
+    assert "| **all** | **9.00** | **60.0** |" in page
+    # a sitting measured before the breakdown existed: no idle column
+    assert "idle ms/s |" not in render(NOW, "c").split("## slomesh by process role")[1]
