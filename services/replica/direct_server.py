@@ -17,6 +17,7 @@ import grpc
 
 from shared.rpc.direct import KEEPALIVE_SERVER_OPTIONS
 from shared.rpc.mesh_auth import MESH_TOKEN_METADATA, credential_ok
+from shared.rpc.own_server import bind_host
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
 
 _REFUSED = (
@@ -71,15 +72,6 @@ class _Servicer(replica_pb2_grpc.ReplicaServicer):
     ) -> common_pb2.ReplicaState:
         result: common_pb2.ReplicaState = await self._unary("Status", request, context)
         return result
-
-
-def bind_host(setting: str) -> str:
-    """The address to bind: "node" is this Ray node's IP, anything else is taken as is."""
-    if setting != "node":
-        return setting
-    import ray
-
-    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 async def start_server(deployment: Any, host_setting: str) -> tuple[grpc.aio.Server, str]:

@@ -69,6 +69,10 @@ class SchedulerArgs(BaseModel):
     """The replicas to place on."""
     transport: Transport = "handle"
     """How the scheduler calls replicas (Evict / Resume): Serve handles or the gRPC proxy."""
+    grpc_host: str = "127.0.0.1"
+    """Where the scheduler's own gRPC server listens (services/scheduler/own_server.py; mesh
+    callers reach its methods there instead of over a Serve handle): an address, "node" (this
+    Ray node's IP, for callers on other nodes), or "" (no own server: callers use the handle)."""
     max_in_flight_per_replica: int = Field(256, ge=1)
     """Admission limit per replica; beyond it requests are rejected with Retry-After."""
     max_num_seqs_per_replica: int = Field(8, ge=1)

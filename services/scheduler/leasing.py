@@ -25,6 +25,7 @@ from services.scheduler.args import with_length_hint
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.autoscale.live import ScalingSignals
 from services.scheduler.core.leases import LeaseBook, LeaseConfig, free_seats
+from services.scheduler.own_server import OwnServer
 from shared.domain import Request
 from shared.rpc.invalid_argument import InvalidMessage, request_or_refuse
 from shared.rpc.mesh_auth import require_mesh_credential
@@ -98,8 +99,9 @@ class LeaseDesk:
                 span.set_attribute("slomesh.recorded", recorded)
 
 
-class LeaseRpc:
-    """The lease RPCs, mixed into SchedulerDeployment, whose attributes it uses."""
+class LeaseRpc(OwnServer):
+    """The lease RPCs, mixed into SchedulerDeployment, whose attributes it uses; ingresses
+    call them (Sync above all) on the scheduler's own gRPC server (own_server.py)."""
 
     leases: LeaseDesk
 

@@ -47,6 +47,11 @@ _STUBS: dict[str, Any] = {
 }
 
 
+DIRECT_UNARY = frozenset({"scheduler"})
+"""Service kinds whose unary calls go to the service's own gRPC server when it publishes one
+(its `Endpoint`; shared/rpc/direct.py), for callers inside the cluster (transport "handle",
+which asks for the address over a handle)."""
+
 DEFAULT_STREAM_IDLE_TIMEOUT_S = 60.0
 """How long a stream may go without a message before it fails (see MeshClient)."""
 
@@ -95,6 +100,10 @@ class MeshClient:
         either transport; the callee's work is cancelled."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
+            direct = kind in DIRECT_UNARY and self.transport == "handle"
+            stub = await self.direct.stub(application, kind) if direct else None
+            if stub is not None:
+                return await self._direct_call(application, stub, method, message, timeout)
             if self.transport == "grpc":
                 return await getattr(self._stub(kind), method)(
                     message,
@@ -110,6 +119,19 @@ class MeshClient:
             raise CallFailed(application, err.code().name, err.details() or "") from None
         except Exception as err:
             raise CallFailed(application, status_of(err), type(err).__name__) from None
+
+    async def _direct_call(
+        self, application: str, stub: Any, method: str, message: Any, timeout: float
+    ) -> Any:
+        """A unary call on the service's own server; UNAVAILABLE forgets its address (it may
+        have been replaced, on a new port: the next call asks again)."""
+        metadata = [*credential_metadata(), *_headers().items()]
+        try:
+            return await getattr(stub, method)(message, metadata=metadata, timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.UNAVAILABLE:
+                self.direct.forget(application)
+            raise
 
     async def stream(
         self,
@@ -174,7 +196,7 @@ class MeshClient:
         return gen.__aiter__(), gen.cancel
 
     async def _endpoint(self, application: str) -> str:
-        """A replica application's own gRPC server, asked over its Serve handle."""
+        """An application's own gRPC server, asked over its Serve handle."""
         response = self._handle(application).Endpoint.remote()
         async with asyncio.timeout(self.timeout_s):
             return str(await _result(response))

@@ -1,10 +1,11 @@
 """Direct gRPC streams to a replica's own server (the server is
-services/replica/direct_server.py): the address is asked once per application, over a Serve
-handle (`Endpoint`), and one channel is kept per address. An application that publishes no
-server ("", e.g. an autoscaled pool, where Serve's router picks the replica) or cannot be asked
-keeps the handle. A replica that fails UNAVAILABLE is forgotten and asked for again (it may
-have been replaced, on a new port); MeshClient.stream retries a stream that failed before its
-first message once on the new address.
+services/replica/direct_server.py), and unary calls to a scheduler's own server
+(services/scheduler/own_server.py, shared/rpc/own_server.py): the address is asked once per
+application, over a Serve handle (`Endpoint`), and one channel is kept per address. An
+application that publishes no server ("", e.g. an autoscaled pool, where Serve's router picks
+the replica) or cannot be asked keeps the handle. A server that fails UNAVAILABLE is forgotten
+and asked for again (it may have been replaced, on a new port); MeshClient.stream retries a
+stream that failed before its first message once on the new address.
 
 Channels send HTTP/2 keepalive pings (`KEEPALIVE_CHANNEL_OPTIONS`): a replica whose process is
 frozen or whose node vanished without closing the connection (no FIN, no RST) is found within
@@ -22,7 +23,13 @@ from typing import Any
 
 import grpc
 
-from shared.rpc.slomesh.v1 import replica_pb2_grpc
+from shared.rpc.slomesh.v1 import replica_pb2_grpc, scheduler_pb2_grpc
+
+DIRECT_STUBS: dict[str, Any] = {
+    "replica": replica_pb2_grpc.ReplicaStub,
+    "scheduler": scheduler_pb2_grpc.SchedulerStub,
+}
+"""The service kinds that may publish their own server (`Endpoint`), and their stubs."""
 
 _RETRY_S = 5.0
 """After a failed or empty answer, how long the handle is used before asking again."""
@@ -55,10 +62,11 @@ class DirectReplicas:
         self._addresses: dict[str, str] = {}
         self._no_server_until: dict[str, float] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[str, Any] = {}
+        self._stubs: dict[tuple[str, str], Any] = {}
 
-    async def stub(self, application: str) -> Any | None:
-        """A Replica stub on `application`'s own server, or None (use the handle)."""
+    async def stub(self, application: str, kind: str = "replica") -> Any | None:
+        """A stub of service `kind` on `application`'s own server, or None (use the
+        handle)."""
         address = self._addresses.get(application)
         if address is None:
             if time.monotonic() < self._no_server_until.get(application, 0.0):
@@ -71,11 +79,13 @@ class DirectReplicas:
                 self._no_server_until[application] = time.monotonic() + _RETRY_S
                 return None
             self._addresses[application] = address
-        stub = self._stubs.get(address)
+        stub = self._stubs.get((address, kind))
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=KEEPALIVE_CHANNEL_OPTIONS)
-            self._channels[address] = channel
-            stub = self._stubs[address] = replica_pb2_grpc.ReplicaStub(channel)  # type: ignore[no-untyped-call]
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = grpc.aio.insecure_channel(address, options=KEEPALIVE_CHANNEL_OPTIONS)
+                self._channels[address] = channel
+            stub = self._stubs[(address, kind)] = DIRECT_STUBS[kind](channel)
         return stub
 
     def forget(self, application: str) -> str | None:
