@@ -5,11 +5,15 @@ after its first token (fast_path.py; nobody waits for its answer: it opens the r
 `predict` span and keeps the feature row its completion is learned with), and the completion
 itself (`Observe`). One call each per request cost the ingress and the predictor a Serve
 handle round trip per item (~2 ms of CPU on each side on a busy 2-core host, more than the
-prediction). Here they queue, and one `predictor.Batch` call carries every waiting item, in
-the order they came: sent once `max_items` wait, else `interval_ms` after the first one. One
-call is in flight at a time, so the predictor runs items in arrival order (a request's
-prediction before its completion). Best effort as the single calls were: a failed call drops
-its items (counted in `dropped`).
+prediction). Here they queue, and one `predictor.Batch` call carries every waiting item: sent
+once `max_items` wait, else `interval_ms` after the first one. A call carries its predictions
+first, then its observations, each kind in the order it came (`predictions_first`): the
+predictor runs a run of predictions as one pass (one feature pass and matrix product), and
+with predictions and completions interleaved as requests overlap, each prediction was a pass
+of its own. A request's prediction is queued before its completion, so it still comes first;
+a prediction no longer learns from the completions queued in the same call (at most
+`interval_ms` old). One call is in flight at a time, so the predictor runs calls in order.
+Best effort as the single calls were: a failed call drops its items (counted in `dropped`).
 
 The queue is bounded (`max_queued_items`): while the predictor is slow or away, calls fail
 only after their deadline and items keep coming, so an unbounded list grew with the traffic.
@@ -68,6 +72,16 @@ def serve_drop_counter() -> Callable[[str, int], None]:
         counter.inc(count, tags={"reason": reason})
 
     return on_drop
+
+
+def predictions_first(
+    items: list[predictor_pb2.PredictorWork],
+) -> list[predictor_pb2.PredictorWork]:
+    """`items`' predictions, then the rest, each in the order given (module docstring)."""
+    predictions = [i for i in items if i.WhichOneof("work") == "predict"]
+    if len(predictions) in (0, len(items)):
+        return items
+    return predictions + [i for i in items if i.WhichOneof("work") != "predict"]
 
 
 class PredictorFeed:
@@ -139,6 +153,7 @@ class PredictorFeed:
             self._full.clear()
             batch = self._items[: self.config.max_items]
             del self._items[: len(batch)]
+            batch = predictions_first(batch)
             if len(self._items) >= self.config.max_items:
                 self._full.set()
             self.calls += 1

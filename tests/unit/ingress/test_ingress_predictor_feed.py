@@ -1,6 +1,7 @@
 """The ingress's batched predictor feed (predictor_feed.py): every queued item reaches the
-predictor once, in the order it was queued, in calls of at most max_items, one call at a time;
-a failed call drops (and counts) only its own items."""
+predictor once, in calls of at most max_items, one call at a time, each call's predictions
+before its observations and each kind in the order it was queued (a request's prediction
+before its completion); a failed call drops (and counts) only its own items."""
 
 from __future__ import annotations
 
@@ -85,7 +86,14 @@ def test_every_item_arrives_once_in_order_in_bounded_calls(
 
     queued, feed = asyncio.run(run())
     received = [label for batch in predictor.batches for label in batch]
-    assert received == queued  # none lost, none twice, order kept
+    assert sorted(received) == sorted(queued)  # none lost, none twice
+    for kind in ("p:", "o:"):  # each kind in the order queued
+        assert [x for x in received if x.startswith(kind)] == [
+            x for x in queued if x.startswith(kind)
+        ]
+    for batch in predictor.batches:  # a call's predictions first
+        assert batch == sorted(batch, key=lambda x: not x.startswith("p:"))
+    assert all(received.index(f"p:r{i}") < received.index(f"o:r{i}") for i in range(n))
     assert all(1 <= len(b) <= max_items for b in predictor.batches)
     assert not predictor.overlapped  # one call in flight at a time
     assert (feed.sent, feed.dropped, feed.waiting) == (2 * n, 0, 0)
@@ -183,3 +191,21 @@ def test_a_failed_call_is_reported_as_call_failed_and_a_broken_hook_is_harmless(
     feed = asyncio.run(run())
     assert reasons == [("call_failed", 3)]
     assert (feed.sent, feed.dropped) == (3, 3)
+
+
+def test_a_calls_predictions_go_before_its_observations_in_queue_order() -> None:
+    predictor = Predictor()
+    config = PredictorFeedConfig(max_items=64, interval_ms=1.0)
+
+    async def run() -> None:
+        feed = PredictorFeed(predictor.send, config)
+        feed.predict(_meta(0), "prompt", {})
+        feed.predict(_meta(1), "prompt", {})
+        feed.observe(_meta(0), 3)  # requests overlap: completions and predictions interleave
+        feed.predict(_meta(2), "prompt", {})
+        feed.observe(_meta(1), 4)
+        feed.observe(_meta(2), 5)
+        await feed.drain()
+
+    asyncio.run(run())
+    assert predictor.batches == [["p:r0", "p:r1", "p:r2", "o:r0", "o:r1", "o:r2"]]
