@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
@@ -100,10 +101,13 @@ class MeshClient:
         either transport; the callee's work is cancelled."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
-            direct = kind in DIRECT_UNARY and self.transport == "handle"
-            stub = await self.direct.stub(application, kind) if direct else None
-            if stub is not None:
-                return await self._direct_call(application, stub, method, message, timeout)
+            if kind in DIRECT_UNARY and self.transport == "handle":
+                t0 = time.monotonic()
+                async with asyncio.timeout(timeout):  # asking for the address counts too
+                    stub = await self.direct.stub(application, kind)
+                if stub is not None:
+                    left = max(timeout - (time.monotonic() - t0), 1e-3)
+                    return await self._direct_call(application, stub, method, message, left)
             if self.transport == "grpc":
                 return await getattr(self._stub(kind), method)(
                     message,

@@ -140,3 +140,22 @@ def test_a_scheduler_publishes_its_server_only_with_a_host_and_the_mesh_secret(
 
     first, again = asyncio.run(run())
     assert (first != "") is serves and first == again  # started once
+
+
+def test_asking_for_the_address_counts_against_the_calls_deadline() -> None:
+    async def hangs(application: str) -> str:
+        await asyncio.sleep(30)  # a handle call to a shard that is gone, not yet failed
+        return ""
+
+    async def run() -> str:
+        client = MeshClient()
+        client.direct = DirectReplicas(hangs)
+        try:
+            await client.call("scheduler", "scheduler", "Health", scheduler_pb2.HealthQuery(), 0.05)
+        except CallFailed as err:
+            return err.code
+        finally:
+            await client.close()
+        return "OK"
+
+    assert asyncio.run(run()) == "DEADLINE_EXCEEDED"
