@@ -164,11 +164,9 @@ class ServeMetricsObserver:
             self._ttft.observe(record.ttft_s, tags=tags)
         if record.tpot_s is not None and record.output_tokens > 1:
             self._tpot.observe(record.tpot_s, tags=tags)
-        self._targets[("ttft", cls)] = record.ttft_deadline_s
-        self._slo_ttft.set(record.ttft_deadline_s, tags={"slo_class": cls})
+        self._target("ttft", cls, record.ttft_deadline_s)
         if record.tpot_target_s is not None:
-            self._targets[("tpot", cls)] = record.tpot_target_s
-            self._slo_tpot.set(record.tpot_target_s, tags={"slo_class": cls})
+            self._target("tpot", cls, record.tpot_target_s)
         if self._refresher is None:
             with contextlib.suppress(RuntimeError):  # no running loop: called outside Serve
                 self._refresher = asyncio.get_running_loop().create_task(self._keep_targets())
@@ -182,6 +180,15 @@ class ServeMetricsObserver:
             }
             self._tenant_tokens.inc(record.input_tokens, tags={**who, "kind": "input"})
             self._tenant_tokens.inc(record.output_tokens, tags={**who, "kind": "output"})
+
+    def _target(self, kind: str, cls: str, value: float) -> None:
+        """Set a class's target gauge when it changed (the refresher re-sets them all every
+        5 s; a Ray metric call per request costs the ingress CPU for nothing)."""
+        if self._targets.get((kind, cls)) == value:
+            return
+        self._targets[(kind, cls)] = value
+        gauge = self._slo_ttft if kind == "ttft" else self._slo_tpot
+        gauge.set(value, tags={"slo_class": cls})
 
     def _set_targets(self) -> None:
         for (kind, cls), value in self._targets.items():

@@ -26,6 +26,7 @@ class FakeMetric:
     ) -> None:
         self.name, self.tag_keys = name, tuple(tag_keys or ())
         self.values: dict[tuple[tuple[str, str], ...], float] = {}
+        self.sets = 0
         FakeMetric.registry[name] = self
 
     def _key(self, tags: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -34,6 +35,7 @@ class FakeMetric:
 
     def set(self, value: float, tags: dict[str, str] | None = None) -> None:
         self.values[self._key(tags)] = value
+        self.sets += 1
 
     def inc(self, value: float = 1.0, tags: dict[str, str] | None = None) -> None:
         assert value > 0, "Ray's Counter.inc refuses values <= 0"
@@ -126,6 +128,10 @@ def test_observer_exports_latency_slo_targets_outcomes_goodput_and_rejections(
         (("reason", "queue_deadline"), ("slo_class", "chat")): 1,
         (("reason", "ingress_capacity"), ("slo_class", "")): 1,
     }
+    # a class's target is set when it changes, not per request (the refresher keeps it alive)
+    assert metrics["slomesh_slo_ttft_seconds"].sets == 2
+    obs.finished(record(SLO(5.0, class_name="interactive"), None, None, 0))
+    assert metrics["slomesh_slo_ttft_seconds"].values[(("slo_class", "interactive"),)] == 5.0
 
 
 def _scheduler(replicas: int) -> Any:
