@@ -7,7 +7,9 @@ tensor parallel size). `gpu_plan` places the replicas on the nodes first-fit in 
 config with serve_config and finalize, then pins the control-plane applications to the nodes
 that advertise `control_resource` (the head node), so the GPU nodes hold only replicas and one
 address serves the OpenAI API: Serve's proxy runs on the head only (`proxy_location: HeadOnly`)
-and the ingress's front door binds every interface of it.
+and the ingress's front door binds every interface of it. The replicas' and the scheduler's own
+gRPC servers bind their node's address (`grpc_host: node`), not loopback: their callers (the
+ingress and scheduler on the head, replicas pushing their state) run on other nodes.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class GPUCluster(BaseModel):
 
 
 Engine = Literal["vllm", "simulated"]
+NODE_ADDRESS = "node"
+"""`grpc_host` binding a service's own gRPC server to its Ray node's IP (own_server.bind_host)."""
 
 
 def gpu_plan(cluster: GPUCluster, engine: Engine = "vllm") -> Plan:
@@ -143,6 +147,7 @@ def gpu_serve_config(
     pin = {cluster.control_resource: cluster.control_units_per_app}
     for app in config["applications"]:
         if app["name"] not in SERVICES:
+            app["args"].setdefault("grpc_host", NODE_ADDRESS)
             continue
         for dep in app["deployments"]:
             dep["ray_actor_options"]["resources"] = dict(pin)
@@ -151,4 +156,5 @@ def gpu_serve_config(
             app["args"].update(cluster.ingress_args)
         if app["name"] == "scheduler":
             app["args"].update(cluster.scheduler_args)
+            app["args"].setdefault("grpc_host", NODE_ADDRESS)
     return config

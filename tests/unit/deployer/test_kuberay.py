@@ -13,8 +13,8 @@ import yaml
 from pydantic import BaseModel
 from ray.serve.schema import ServeDeploySchema
 
-from services.deployer.core.gpu_cluster import GPUCluster, ModelReplicas, gpu_plan
-from services.deployer.deployment import DeployerArgs
+from services.deployer.core.gpu_cluster import GPUCluster, ModelReplicas, gpu_plan, gpu_serve_config
+from services.deployer.deployment import DeployerArgs, default_serve_options
 from services.ingress.args import IngressArgs
 from services.predictor.deployment import PredictorArgs
 from services.profiler.deployment import ProfilerArgs
@@ -162,3 +162,16 @@ def test_plan_packs_first_fit_and_names_what_does_not_fit() -> None:
             {"gpu": "H100-80GB", "nodes": 1, "gpus_per_node": 1,
              "models": [{"name": "a", "replicas": 1}, {"name": "a", "replicas": 1}]}
         )  # fmt: skip
+
+
+def test_own_grpc_servers_bind_the_node_address_unless_the_operator_says() -> None:
+    """Replicas sit on GPU nodes and push their state to the scheduler on the head; the ingress
+    on the head streams from the replicas: a loopback server is out of every caller's reach."""
+    options = default_serve_options()
+    config = gpu_serve_config(_cluster(big=(2, 2)), options)
+    bound = {a["name"]: a["args"].get("grpc_host") for a in config["applications"]}
+    assert bound["scheduler"] == "node"
+    assert [bound[f"replica-{k}"] for k in range(2)] == ["node", "node"]
+    assert bound["ingress"] is None  # its doors are front_door / grpc_door, not an own server
+    chosen = _cluster(big=(1, 1)).model_copy(update={"scheduler_args": {"grpc_host": "10.0.0.5"}})
+    assert _app(gpu_serve_config(chosen, options), "scheduler")["args"]["grpc_host"] == "10.0.0.5"
