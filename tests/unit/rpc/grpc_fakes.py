@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
+
+from shared.rpc.mesh_auth import MESH_TOKEN_METADATA
 
 
 class FakeContext:
@@ -23,3 +26,17 @@ class FakeContext:
 
     def set_details(self, details: str) -> None:
         self.details = details
+
+
+async def status_with_token(
+    address: str, stub_of: Callable[[grpc.aio.Channel], Any], method: str, request: Any, token: str
+) -> str:
+    """The status name a unary call to `address` gets with `token` as the mesh credential
+    ("" sends none): "OK" or the gRPC code's name."""
+    async with grpc.aio.insecure_channel(address) as ch:
+        md = [(MESH_TOKEN_METADATA, token)] if token else []
+        try:
+            await getattr(stub_of(ch), method)(request, metadata=md)
+        except grpc.aio.AioRpcError as err:
+            return str(err.code().name)
+        return "OK"

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_fakes import status_with_token
 
 from services.replica.direct_server import start_server
 from shared.rpc.client import CallFailed, MeshClient
@@ -207,14 +208,10 @@ def test_replica_server_unary_methods_require_the_mesh_credential(
     async def run() -> str:
         server, address = await start_server(FakeReplica(), "127.0.0.1")
         try:
-            async with grpc.aio.insecure_channel(address) as ch:
-                stub = replica_pb2_grpc.ReplicaStub(ch)  # type: ignore[no-untyped-call]
-                md = [(MESH_TOKEN_METADATA, token)] if token else []
-                try:
-                    await stub.Status(replica_pb2.StatusQuery(), metadata=md)
-                except grpc.aio.AioRpcError as err:
-                    return str(err.code().name)
-                return "OK"
+            stub_of = replica_pb2_grpc.ReplicaStub
+            return await status_with_token(
+                address, stub_of, "Status", replica_pb2.StatusQuery(), token
+            )
         finally:
             await server.stop(None)
 

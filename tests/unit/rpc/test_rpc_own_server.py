@@ -10,13 +10,14 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_fakes import status_with_token
 
 from services.scheduler.args import SchedulerArgs
 from services.scheduler.own_server import OwnServer
 from shared.rpc.client import CallFailed, MeshClient
 from shared.rpc.direct import DirectReplicas
 from shared.rpc.invalid_argument import InvalidMessage
-from shared.rpc.mesh_auth import MESH_TOKEN_ENV, MESH_TOKEN_METADATA
+from shared.rpc.mesh_auth import MESH_TOKEN_ENV
 from shared.rpc.own_server import start_unary_server
 from shared.rpc.slomesh.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -59,14 +60,10 @@ def test_the_server_requires_the_mesh_credential(
             FakeScheduler(), scheduler_pb2_grpc, "Scheduler", "127.0.0.1"
         )
         try:
-            async with grpc.aio.insecure_channel(address) as ch:
-                stub = scheduler_pb2_grpc.SchedulerStub(ch)  # type: ignore[no-untyped-call]
-                md = [(MESH_TOKEN_METADATA, token)] if token else []
-                try:
-                    await stub.Health(scheduler_pb2.HealthQuery(), metadata=md)
-                except grpc.aio.AioRpcError as err:
-                    return str(err.code().name)
-                return "OK"
+            stub_of = scheduler_pb2_grpc.SchedulerStub
+            return await status_with_token(
+                address, stub_of, "Health", scheduler_pb2.HealthQuery(), token
+            )
         finally:
             await server.stop(None)
 
