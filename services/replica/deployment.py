@@ -336,6 +336,7 @@ class ReplicaDeployment:
                 for due, tokens in st.waiting_prefill
             ],
             deadline_ordered=st.deadline_ordered,
+            swapping=st.swapping,
             loaded_adapters=self._serving.adapter_names() if self._serving is not None else [],
         )
 

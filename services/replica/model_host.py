@@ -16,10 +16,11 @@ back and fails only the requests waiting for the model that could not load (coun
 `failed_requests`).
 
 The scheduler may also order a swap (`swap_to`, its ModelSwap decision), with the simulated
-engine's rule (services/replica/core/swap_order.py): one order at a time, a later one replaces
-it and one back to the active model cancels it; it is carried out once no request of the active
-model runs (requests of the active model that come while it waits still run first), before the
-swap the line's head asks for.
+engine's rule (shared/domain/swap_order.py): one order at a time, a later one replaces it and
+one back to the active model cancels it; it is carried out once no request of the active model
+runs (requests of the active model that come while it waits still run first) and the line is
+empty or its head wants the ordered model. A head that wants a third model swaps the host to
+that model first, the order still standing.
 
 Each swap is timed (unload + load + warm-up, wall clock) and kept in `swaps`, what the replica
 reports as its measured swap time.
@@ -35,8 +36,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from services.replica.core.swap_order import SwapOrder
 from shared.domain.engine import EngineStatus
+from shared.domain.swap_order import SwapOrder
 
 S = TypeVar("S")
 
@@ -225,15 +226,25 @@ class ModelHost(Generic[S]):
 
     def status(self) -> EngineStatus:
         """The active engine's state; requests waiting for their model count as waiting, and
-        while a swap runs the model it swaps from is reported active until the new one is
-        loaded (the simulated engine's rule: its requests wait until then)."""
+        while a swap runs the model it loads is reported active, `swapping` (the simulated
+        engine's rule: the model a request placed now is served on next)."""
         waiting = len(self._line)
+        model, swapping = self._loading or self.active, self._loading is not None
         if self._serving is None:
             return EngineStatus(
-                self.active, waiting, 0, 0, 0, 0, 0, 0, deadline_ordered=self.deadline_ordered
+                model,
+                waiting,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                deadline_ordered=self.deadline_ordered,
+                swapping=swapping,
             )
         st = self.loader.status(self._serving)
-        return replace(st, active_model=self.active, waiting=st.waiting + waiting)
+        return replace(st, active_model=model, waiting=st.waiting + waiting, swapping=swapping)
 
 
 def _place(waiter: _Waiter) -> tuple[float, int]:

@@ -263,7 +263,6 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                 health_event(self._tracer, "replica.swap_grace", name, swap_to=swap_to)
             if state is not None and name not in self._pooled:
                 self._queue_report(name, state)
-                self.core.replicas[name].observe_active(state.active_model)
             if state is None or name in self._pooled:
                 continue
             lost = self.core.release_unheld(
@@ -276,9 +275,11 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         """A replica's queue as the TTFT guard reads it (core/ttft_admission.py), and the
         adapters it holds as adapter-aware placement reads them (core/adapter_affinity.py)."""
         replica = self.core.replicas.get(application)
-        if replica is not None:
-            replica.adapters = tuple(state.loaded_adapters)
-            replica.deadline_ordered = state.deadline_ordered
+        if replica is not None:  # a pool's engines may differ in model: its active one is unknown
+            active = None if application in self._pooled else state.active_model
+            replica.observe(
+                active, state.swapping, tuple(state.loaded_adapters), state.deadline_ordered
+            )
         report = QueueReport(
             state.waiting,
             state.running,

@@ -102,3 +102,6 @@ class EngineStatus:
     request waits only behind the waiting requests due before it."""
     loaded_adapters: tuple[str, ...] = ()
     """The LoRA adapters the engine holds now, least recently used first."""
+    swapping: bool = False
+    """A model swap runs: `active_model` is the model it loads (the one a request placed now
+    is served on next), not ready yet."""

@@ -76,6 +76,7 @@ class SimInstance:
             waiting_prefill=st.waiting_prefill,
             deadline_ordered=st.deadline_ordered,
             loaded_adapters=st.loaded_adapters,
+            swapping=st.swapping,
         )
 
     def holds(self, request_id: str) -> RequestState | None:

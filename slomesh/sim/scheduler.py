@@ -194,6 +194,11 @@ class SimScheduler:
             self.probe(now_s)
 
     def probe(self, now_s: float) -> None:
-        """Every engine's queue, as a Status answer at `now_s`, for the TTFT guard."""
+        """Every engine's state as a Status answer at `now_s`: its queue for the TTFT guard,
+        and what the live shell keeps of it in the books (LiveReplica.observe)."""
         for inst in self.views:
-            self.admission.ttft.update(inst.name, QueueReport.of(inst.status(), now_s))
+            st = inst.status()
+            self.admission.ttft.update(inst.name, QueueReport.of(st, now_s))
+            books = self.admission.replicas.get(inst.name)
+            if books is not None:
+                books.observe(st.active_model, st.swapping, st.loaded_adapters, st.deadline_ordered)

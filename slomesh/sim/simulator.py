@@ -177,7 +177,7 @@ class Simulator:
 
     def probe(self, now_s: float) -> list[Event]:
         """The scheduler's Status probe (the live view): every engine's queue for the TTFT
-        guard; the next probe while any request is still to end."""
+        guard and its state for the books; the next probe while any request is still to end."""
         self.scheduler.probe(now_s)
         if self.live is None or len(self._records) == len(self.requests):
             return []
@@ -234,7 +234,7 @@ class Simulator:
         t0 = self._timer()
         for ev in self.next_arrival():
             self._push(ev)
-            if self.live is not None and self.scheduler.admission.ttft.cfg.enabled:
+            if self.live is not None:  # live, the scheduler probes every replica, guard or not
                 self._push(Probe(self.live.first_probe_s(ev.time_s)))
         now = 0.0
         while self._heap:

@@ -56,6 +56,8 @@ class SimEngineCore:
         if active_model is not None:
             planner.state.load_model(active_model)
         self.model_swaps = 0
+        self.loading: str | None = None
+        """The model a LOAD_MODEL step now running loads (None: none runs)."""
         self.adapters: OrderedDict[str, None] = OrderedDict()
         """LoRA adapters held, least recently used first (at most config.adapter_slots)."""
         self.adapter_loads = 0
@@ -160,6 +162,7 @@ class SimEngineCore:
         if plan.kind is StepKind.LOAD_MODEL:
             assert plan.load_model is not None
             plan.duration_s = self.tiers.load_time_s(plan.load_model)
+            self.loading = plan.load_model
         elif plan.kind is StepKind.EXECUTE:
             assert plan.work is not None
             running = (s.request.adapter for s in self._state.running)
@@ -177,6 +180,7 @@ class SimEngineCore:
     def update(self, plan: StepPlan) -> StepResult:
         if plan.kind is StepKind.LOAD_MODEL:
             assert plan.load_model is not None
+            self.loading = None
             self.activate_model(plan.load_model)
             return StepResult(end_s=plan.end_s)
         return self.planner.update(plan)
@@ -205,8 +209,8 @@ class SimEngineCore:
         st = self._state
         ordered = st.policy.deadline_ordered
         listed = ordered and self.config.report_waiting_prefill
-        return EngineStatus(
-            active_model=self.tiers.active,
+        return EngineStatus(  # while a model loads, it is the one a request placed now is next on
+            active_model=self.loading or self.tiers.active,
             waiting=len(st.waiting) + sum(len(b) for b, _ in st.batches),
             running=len(st.running),
             evicted=len(st.evicted),
@@ -217,6 +221,7 @@ class SimEngineCore:
             waiting_prefill=waiting_prefill(st.waiting.sequences()) if listed else (),
             deadline_ordered=ordered,
             loaded_adapters=tuple(self.adapters),
+            swapping=self.loading is not None,
         )
 
 

@@ -19,10 +19,10 @@ from services.replica.core.outputs import StepPlan
 from services.replica.core.prefix_cache import PrefixCache
 from services.replica.core.queue_policies import QUEUE_POLICIES
 from services.replica.core.sequence import KVLocation, SeqStatus, Sequence
-from services.replica.core.swap_order import SwapOrder
 from services.replica.core.waiting_queue import WaitingQueue
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineConfig, SliceEntry
+from shared.domain.swap_order import SwapOrder
 
 
 class SchedulerState:

@@ -16,6 +16,7 @@ from typing import Literal
 from services.scheduler.core.cluster_view import PendingChange, RequestState, WorkItem
 from shared.domain import HardwareProfile, Request
 from shared.domain.engine import EngineStatus
+from shared.domain.swap_order import swap_due
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +57,10 @@ class LiveReplica:
     none known). A request for one of them placed here waits there until the running ones of
     the active model finish and the replica has swapped (services/replica/model_host.py)."""
     active: str = ""
-    """The model the replica has loaded (its Status' active_model: while a swap runs, the one
-    it swaps from, as the simulated engine's); "": `model`, the one it starts on."""
+    """The model the replica serves next (its Status' active_model: while a swap runs, the one
+    it loads, as the simulated engine's); "": `model`, the one it starts on."""
+    swapping: bool = False
+    """The replica's latest Status said a swap runs (to `active`)."""
     adapters: tuple[str, ...] = ()
     """The LoRA adapters the replica reported loaded (its latest state's loaded_adapters),
     least recently used first."""
@@ -66,7 +69,8 @@ class LiveReplica:
     `deadline_ordered`): its model host's line follows that order (`blocked`)."""
     swap_ordered: str = ""
     """The model of the scheduler's swap order not yet seen carried out ("": none); cleared
-    once Status names another active model (the order was carried out, or a later one was)."""
+    once Status names it active (the replica keeps an order while it swaps to a third model
+    first: shared/domain/swap_order.py)."""
 
     @property
     def name(self) -> str:
@@ -107,34 +111,57 @@ class LiveReplica:
         p = self.profile(model)
         return p.weight_bytes / p.cold_load_bytes_s
 
-    def observe_active(self, model: str) -> None:
-        """The replica's Status named `model` active."""
+    def observe(
+        self,
+        active_model: str | None,
+        swapping: bool,
+        adapters: tuple[str, ...],
+        deadline_ordered: bool,
+    ) -> None:
+        """What the scheduler keeps of the replica's state (live: a Status answer or a pushed
+        ReplicaState; simulated: the engine's status at the probe): the model it serves next
+        and whether it swaps to it (None: not known, kept as it was), the adapters it holds,
+        its queue order."""
+        if active_model is not None:
+            self.observe_active(active_model, swapping)
+        self.adapters = adapters
+        self.deadline_ordered = deadline_ordered
+
+    def observe_active(self, model: str, swapping: bool = False) -> None:
+        """The replica's Status named `model` active (`swapping`: a swap to it runs)."""
         if model and self.serves(model):
-            if model != self.active_model or model == self.swap_ordered:
-                self.swap_ordered = ""  # swapped since the order: it is carried out or void
+            if model == self.swap_ordered:
+                self.swap_ordered = ""  # carried out (or being carried out)
             self.active = model
+            self.swapping = swapping
 
     def swap_due(self) -> str:
-        """The model this replica swaps to next as the scheduler's books see it ("": none): its
-        swap order, else the model of the first request placed here for a model it serves but
-        does not have active (the replica swaps for it once the active model's requests end)."""
-        if self.swap_ordered:
-            return self.swap_ordered
+        """The model this replica swaps to next as the scheduler's books see it ("": none): the
+        one a running swap loads; else the engine's rule (shared/domain/swap_order.py) over
+        the requests placed here in its line's order: the swap order, unless the first
+        request for a model it serves but does not have active wants a third model, which
+        then goes first (the replica swaps for it once the active model's requests end)."""
         active = self.active_model
-        for r in self.in_flight.values():
-            if r.model != active and self.serves(r.model):
-                return r.model
-        return ""
+        if self.swapping:
+            return active
+        requests = list(self.in_flight.values())
+        models = [r.model for r in requests]
+        order = line_order(self, models, [r.ttft_deadline_abs_s for r in requests])
+        blocking = (models[i] for i in order if models[i] != active and self.serves(models[i]))
+        head = next(blocking, None)
+        return swap_due(self.swap_ordered or None, active, False, head) or head or ""
 
     def expected_swap_s(self) -> float:
-        """The profile's time for the swap due (load_time_s); 0 with none due or no profile."""
+        """The profile's time for the swap due (its model's load time, as load_time_s for a
+        model not active); 0 with none due or no profile."""
         model = self.swap_due()
         if not model:
             return 0.0
         try:
-            return self.load_time_s(model)
+            p = self.profile(model)
         except ValueError:  # no profile for it: nothing to expect
             return 0.0
+        return p.weight_bytes / p.cold_load_bytes_s
 
     def status(self) -> EngineStatus:
         return self.status_after(PendingChange())
@@ -242,11 +269,21 @@ def blocked(
     request for another model holds those behind it), so every request from the first one of a
     model it serves but does not have active on waits, as the simulated engine holds them in
     its waiting queue."""
+    if replica.swapping:  # nothing runs while the model loads
+        return len(placed)
     active = replica.active_model
-    order = list(range(len(placed)))
-    if replica.deadline_ordered and deadlines is not None:
-        order.sort(key=lambda i: deadlines[i])  # stable: placement order among equal deadlines
-    for k, i in enumerate(order):
+    for k, i in enumerate(line_order(replica, placed, deadlines)):
         if placed[i] != active and replica.serves(placed[i]):
             return len(placed) - k
     return 0
+
+
+def line_order(
+    replica: LiveReplica, placed: Sequence[str], deadlines: Sequence[float] | None = None
+) -> list[int]:
+    """The indexes of the requests placed on `replica` in its line's order: placement order,
+    or earliest TTFT deadline first on a `deadline_ordered` replica (stable among equals)."""
+    order = list(range(len(placed)))
+    if replica.deadline_ordered and deadlines is not None:
+        order.sort(key=lambda i: deadlines[i])
+    return order

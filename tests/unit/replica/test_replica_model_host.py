@@ -168,9 +168,9 @@ def test_a_waiter_cancelled_before_its_turn_leaves_the_line():
     assert events == ["load A"]
 
 
-def test_status_reports_the_model_swapped_from_until_the_new_one_is_loaded():
-    """As the simulated engine does (its active model changes when the load ends): a scheduler
-    that read the model being loaded as active would count its requests as running."""
+def test_status_reports_the_model_a_running_swap_loads():
+    """As the simulated engine does: the model being loaded is the one a request placed now is
+    served on next, and `swapping` says nothing runs until it is ready."""
 
     async def main():
         loader = FakeLoader()
@@ -189,8 +189,10 @@ def test_status_reports_the_model_swapped_from_until_the_new_one_is_loaded():
 
     during, after, events = run(main())
     assert events == ["load A", "unload A", "load B"]
-    assert (during.active_model, during.waiting, during.running) == ("A", 1, 0)
-    assert (after.active_model, after.waiting) == ("B", 0)
+    # while B loads, B is the model a request placed now is served on next
+    assert (during.active_model, during.swapping) == ("B", True)
+    assert (during.waiting, during.running) == (1, 0)
+    assert (after.active_model, after.swapping, after.waiting) == ("B", False, 0)
 
 
 def test_a_swap_order_waits_until_no_request_of_the_active_model_runs():
@@ -256,3 +258,32 @@ def test_a_swap_order_to_the_model_the_line_ends_on_is_nothing_to_do():
             host.swap_to("C")
 
     run(main())
+
+
+def test_a_third_models_head_goes_before_an_ordered_swap_which_still_stands():
+    """Loading the ordered model while the line's head wants another would serve nothing:
+    the head blocks every request behind it."""
+
+    async def main():
+        loader = FakeLoader()
+        host = ModelHost(["A", "B", "C"], loader)
+        log: list[str] = []
+        release_a, release_c = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(serve(host, "A", log, release_a))
+        await asyncio.sleep(0.01)
+        host.swap_to("B")
+        c = asyncio.create_task(serve(host, "C", log, release_c))
+        await asyncio.sleep(0.01)
+        release_a.set()
+        await a
+        await asyncio.sleep(0.01)
+        assert host.active == "C" and host.target == "B"  # C's request runs, B still ordered
+        release_c.set()
+        await c
+        await asyncio.sleep(0.01)
+        return loader.events, log, host
+
+    events, log, host = run(main())
+    assert events == ["load A", "unload A", "load C", "unload C", "load B"]
+    assert log == ["start A on A", "end A", "start C on C", "end C"]
+    assert host.active == "B" and host.failed_requests == 0

@@ -23,7 +23,7 @@ def replica(placed: str, active: str = "A", seats: int = 3, models: str = "BC") 
     rep = LiveReplica(
         "replica-0", "cpu", "A", None, max_num_seqs=seats, swap_profiles=dict.fromkeys(models)
     )
-    rep.observe_active(active)
+    rep.observe_active(active.rstrip("*"), swapping=active.endswith("*"))
     for k, model in enumerate(placed):
         rep.book(req(f"r{k}", model), 0.0)
     return rep
@@ -43,13 +43,14 @@ def replica(placed: str, active: str = "A", seats: int = 3, models: str = "BC") 
         ("BB", "B", 0, 2),  # after the swap (Status reports B active)
         ("BBA", "B", 1, 2),
         ("AAAAB", "A", 2, 3),  # beyond the seats and behind them
+        ("BB", "B*", 2, 0),  # Status: the swap to B runs, nothing runs until it is loaded
     ],
 )
 def test_requests_for_another_model_and_those_behind_them_wait(
     placed: str, active: str, waiting: int, running: int
 ) -> None:
     st = replica(placed, active).status()
-    assert (st.active_model, st.waiting, st.running) == (active, waiting, running)
+    assert (st.active_model, st.waiting, st.running) == (active.rstrip("*"), waiting, running)
 
 
 @pytest.mark.parametrize(

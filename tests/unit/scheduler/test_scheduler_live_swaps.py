@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from services.scheduler.args import SchedulerArgs, live_replicas
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.live_view import LiveReplica
@@ -80,3 +82,48 @@ def test_scheduler_args_give_each_swap_model_its_profile() -> None:
     assert rep.models == ("llama-3.1-8b", "mistral-7b")
     assert rep.profile("mistral-7b").model == "mistral-7b"
     assert 0.0 < rep.load_time_s("mistral-7b") < float("inf")
+
+
+def _books(fakes, placed: str, order: str, deadlines: str = "") -> LiveReplica:
+    rep = swapping(fakes)
+    rep.deadline_ordered = bool(deadlines)
+    for k, model in enumerate(placed):
+        due = float(deadlines[k]) if deadlines else 5.0
+        rep.book(Request(f"r{k}", model, 10, 20, 0.0, SLO(due)), 0.0)
+    if order:
+        rep.book_swap(order)
+    return rep
+
+
+@pytest.mark.parametrize(
+    ("placed", "order", "deadlines", "due"),
+    [
+        ("", "", "", ""),
+        ("AA", "", "", ""),  # the active model's requests: no swap
+        ("AB", "", "", "B"),  # the first request for another model swaps the replica
+        ("", "B", "", "B"),  # the order, with nothing placed for it yet
+        ("AB", "B", "", "B"),
+        ("AC", "B", "", "C"),  # a third model heads the line: its swap goes first
+        ("ACB", "B", "", "C"),
+        ("ABC", "B", "", "B"),
+        ("ACB", "B", "951", "B"),  # EDF line: B's request (due 1 s) is its head
+    ],
+)
+def test_the_books_swap_due_follows_the_engines_rule(
+    fakes, placed: str, order: str, deadlines: str, due: str
+) -> None:
+    assert _books(fakes, placed, order, deadlines).swap_due() == due
+
+
+def test_the_books_keep_an_order_while_the_replica_swaps_to_a_third_model_first(fakes) -> None:
+    rep = _books(fakes, "C", "B")
+    rep.observe_active("C", swapping=True)
+    assert (rep.swap_ordered, rep.swap_due()) == ("B", "C")  # loading C, B still ordered
+    assert rep.expected_swap_s() == 0.0  # no profile for C
+    rep.observe_active("C")
+    rep.forget("r0")
+    assert rep.swap_due() == "B" and rep.expected_swap_s() == 6.0
+    rep.observe_active("B", swapping=True)
+    assert (rep.swap_ordered, rep.swap_due(), rep.expected_swap_s()) == ("", "B", 6.0)
+    rep.observe_active("B")
+    assert rep.swap_due() == "" and rep.status().active_model == "B"

@@ -66,6 +66,11 @@ def _swapped(rep: LiveReplica) -> None:
     rep.observe_active("B")  # Status named B active: the order is carried out
 
 
+def _loading_b(rep: LiveReplica) -> None:
+    rep.book_swap("B")
+    rep.observe_active("B", swapping=True)  # Status: the swap to B runs
+
+
 def _cancelled(rep: LiveReplica) -> None:
     rep.book_swap("B")
     rep.book_swap("A")  # an order back to the active model cancels it
@@ -85,6 +90,7 @@ def _nothing(rep: LiveReplica) -> None:
         (_order_b, "B", [1.0, 2.0, 15.9], 2.5, True),  # 14.9 s since the first miss < 15 s
         (_order_b, "B", [1.0, 2.0, 16.0], 2.5, False),  # 15 s: lost
         (_order_b, "B", [1.0, 2.0], 0.0, False),  # factor 0: no grace
+        (_loading_b, "B", [1.0, 2.0], 2.5, True),  # Status said the swap to B runs: excused
         (_swapped, "", [1.0, 2.0], 2.5, False),  # swap carried out: no longer excused
         (_cancelled, "", [1.0, 2.0], 2.5, False),  # order cancelled: nothing due
     ],

@@ -11,6 +11,7 @@ import pytest
 from shared.domain import SLO, Request
 from shared.domain.engine import EngineConfig
 from shared.profiles.io import load_profiles
+from slomesh.bench.scenarios import SCENARIOS
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.live_view import LiveTiming, LiveViewConfig
 from slomesh.sim.simulator import Simulator
@@ -86,3 +87,20 @@ def test_the_timing_draws_are_the_measured_delays_and_repeat_with_the_seed() -> 
     assert [other.report_delay_s() for _ in range(50)] != draws
     assert LiveTiming(LiveViewConfig()).report_delay_s() == 0.0
     assert 10.0 <= LiveTiming(cfg).first_probe_s(10.0) < 10.5
+
+
+@pytest.mark.parametrize("stack", ["vllm-fcfs", "edf"])
+def test_the_books_keep_what_the_probes_answer_as_the_live_shell_does(stack: str) -> None:
+    """Each probe's answer reaches the books (LiveReplica.observe): the model the engine serves
+    next and the order of its queue, as live Status answers do."""
+    sc = SCENARIOS.create("many-models")
+    c = Request("c1", "tiny-llama-c", 64, 8, 0.0, SLO(60.0, None, class_name="c"))
+    sim = Simulator(sc.cluster, STACKS.create(stack), [c], live_view=LiveViewConfig())
+    record = sim.run().records[0]
+    books = sim.scheduler.admission.replicas
+    engines = {i.name: i.status() for i in sim.instances}
+    assert books[str(record.instance)].active_model == "tiny-llama-c"
+    assert {n: b.deadline_ordered for n, b in books.items()} == {
+        n: st.deadline_ordered for n, st in engines.items()
+    }
+    assert any(st.deadline_ordered for st in engines.values()) is (stack == "edf")

@@ -98,3 +98,29 @@ def test_an_order_back_to_the_active_model_cancels_one_not_carried_out() -> None
     applier.apply(back.build())
     assert all(k is not StepKind.LOAD_MODEL for k, _ in _run(inst, 0.0))
     assert inst.core.model_swaps == 0
+
+
+def test_a_third_models_head_goes_before_an_ordered_swap_and_status_names_the_load() -> None:
+    inst = _instance()
+    applier = SimApplier(_Host())
+    applier.add_instance(inst)
+    out = Decisions(0.0)
+    out.place(_req("a1", "tiny-llama"), inst)
+    out.swap(inst, "tiny-llama-c")
+    out.place(_req("b1", "tiny-llama-b"), inst)  # heads the line once a1 is done
+    applier.apply(out.build())
+    loads, during = [], []
+    now_s = 0.0
+    for _ in range(200):
+        plan = inst.core.schedule(now_s)
+        if plan.kind is StepKind.IDLE:
+            break
+        if plan.kind is StepKind.LOAD_MODEL:
+            loads.append(plan.load_model)
+            st = inst.status()
+            during.append((st.active_model, st.swapping))
+        inst.core.update(plan)
+        now_s = plan.end_s
+    assert loads == ["tiny-llama-b", "tiny-llama-c"]  # b1's model first, then the order
+    assert during == [("tiny-llama-b", True), ("tiny-llama-c", True)]
+    assert (inst.status().active_model, inst.status().swapping) == ("tiny-llama-c", False)

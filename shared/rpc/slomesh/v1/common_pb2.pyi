@@ -75,7 +75,7 @@ class ReplicaRef(_message.Message):
     def __init__(self, application: _Optional[str] = ..., gpu: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ReplicaState(_message.Message):
-    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens", "loaded_adapters", "waiting_prefill", "deadline_ordered")
+    __slots__ = ("replica", "active_model", "waiting", "running", "evicted", "kv_used_blocks", "kv_total_blocks", "engine", "request_ids", "pending_prefill_tokens", "loaded_adapters", "waiting_prefill", "deadline_ordered", "swapping")
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_MODEL_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,7 @@ class ReplicaState(_message.Message):
     LOADED_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     WAITING_PREFILL_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_ORDERED_FIELD_NUMBER: _ClassVar[int]
+    SWAPPING_FIELD_NUMBER: _ClassVar[int]
     replica: ReplicaRef
     active_model: str
     waiting: int
@@ -102,7 +103,8 @@ class ReplicaState(_message.Message):
     loaded_adapters: _containers.RepeatedScalarFieldContainer[str]
     waiting_prefill: _containers.RepeatedCompositeFieldContainer[WaitingPrefill]
     deadline_ordered: bool
-    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ..., loaded_adapters: _Optional[_Iterable[str]] = ..., waiting_prefill: _Optional[_Iterable[_Union[WaitingPrefill, _Mapping]]] = ..., deadline_ordered: _Optional[bool] = ...) -> None: ...
+    swapping: bool
+    def __init__(self, replica: _Optional[_Union[ReplicaRef, _Mapping]] = ..., active_model: _Optional[str] = ..., waiting: _Optional[int] = ..., running: _Optional[int] = ..., evicted: _Optional[int] = ..., kv_used_blocks: _Optional[int] = ..., kv_total_blocks: _Optional[int] = ..., engine: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., pending_prefill_tokens: _Optional[int] = ..., loaded_adapters: _Optional[_Iterable[str]] = ..., waiting_prefill: _Optional[_Iterable[_Union[WaitingPrefill, _Mapping]]] = ..., deadline_ordered: _Optional[bool] = ..., swapping: _Optional[bool] = ...) -> None: ...
 
 class WaitingPrefill(_message.Message):
     __slots__ = ("ttft_deadline_unix_s", "tokens")
