@@ -9,6 +9,9 @@ reads are vLLM's, in order):
 - everything up to and including what vLLM sends for the request's first engine output (the
   status line and headers, the role chunk, the first token, an error) goes out at once: time
   to first token is what SLOs and admission watch;
+- the status line and headers wait for the body's first bytes (vLLM's streaming handlers send
+  them when the request enters the engine, its first token one prefill later): one message
+  carries both, or the next heartbeat carries them when no body comes;
 - after it, what vLLM sends is gathered into at most one message per `interval_s`, and the
   response's end goes out as soon as vLLM is done (`last`: the replica puts it on the final
   chunk with the counts);
@@ -50,9 +53,12 @@ async def pieces(
     first_tokens = 0
     """Output tokens when the first piece carrying tokens went out (0: none yet)."""
     last_sent = clock()
+    held: ResponseStart | None = None
+    """The response's start, waiting for the body's first bytes."""
     while True:
         if not await exchange.wait(heartbeat_s):
-            yield Piece(None, b"", output_tokens())
+            yield Piece(held, b"", output_tokens())
+            held = None
             last_sent = clock()
             continue
         if interval_s > 0 and 0 < first_tokens < output_tokens():
@@ -61,11 +67,13 @@ async def pieces(
                 await exchange.wait(left, end_only=True)
         taken = exchange.take()
         tokens = output_tokens()
-        start = next((e for e in taken if isinstance(e, ResponseStart)), None)
+        start = next((e for e in taken if isinstance(e, ResponseStart)), held)
         body = b"".join(e for e in taken if isinstance(e, bytes))
         last = exchange.complete
-        if not taken and not last:
+        if not body and not last:
+            held = start
             continue
+        held = None
         if tokens and not first_tokens:
             first_tokens = tokens
         last_sent = clock()

@@ -89,3 +89,22 @@ def test_the_apps_exception_comes_after_what_it_sent() -> None:
     with pytest.raises(RuntimeError, match="engine died"):
         asyncio.run(run())
     assert b"".join(p.body for p in got) == b"role;t1;t2;t3;"
+
+
+def test_the_start_waits_for_the_first_body_bytes() -> None:
+    # vLLM's streaming handler sends its status and headers when the request enters the
+    # engine and the role chunk one prefill later: one message carries both
+    events = [(1, b"role;", 0.05), (1, b"t1;", 0.0), (2, b"t2;", 0.001)]
+    out = asyncio.run(_pieces(_Streamer(events), interval_s=60.0))
+    assert out[0].start is not None and out[0].start.status == 200
+    assert out[0].body.startswith(b"role;")
+    assert [p.start is not None for p in out].count(True) == 1
+    assert b"".join(p.body for p in out) == b"role;t1;t2;"
+
+
+def test_a_heartbeat_carries_a_start_that_no_body_followed() -> None:
+    app = _Streamer([(1, b"t1;", 0.35)])
+    out = asyncio.run(_pieces(app, interval_s=0.0, heartbeat_s=0.1))
+    assert out[0].start is not None and out[0].body == b"" and not out[0].last
+    assert [p.start is not None for p in out].count(True) == 1
+    assert b"".join(p.body for p in out) == b"t1;"
