@@ -76,6 +76,13 @@ class VLLMEngineConfig(BaseModel):
     max_cpu_loras: int | None = Field(None, ge=1)
     """Adapters vLLM caches in host memory (its `max_cpu_loras`, >= max_loras); None: vLLM's
     default (max_loras)."""
+    engine_nice: int | None = Field(-10, ge=-20, le=19)
+    """CPU priority (Linux nice, -20 highest .. 19 lowest) the replica gives every thread of
+    vLLM's engine-core process once it has started, so the control plane's wake-ups on shared
+    cores do not slow its steps (services/replica/vllm/cpu_priority.py). The mesh's other
+    processes run at nice 0 (Ray's workers at their parent's, `RAY_worker_niceness`). A value
+    below the current one needs CAP_SYS_NICE; without it the engine keeps its priority and the
+    replica logs why. None: leave it."""
     report_waiting_prefill: bool = False
     """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
     prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).

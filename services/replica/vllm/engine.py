@@ -24,6 +24,7 @@ its current submission has produced a token) and KV blocks from vLLM's latest sc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from shared.domain.engine_metadata import EXTRA_ARGS_KEY
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
+
+_log = logging.getLogger(__name__)
 
 _REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
@@ -101,6 +104,11 @@ class VLLMEngine:
             vllm_config, stat_loggers=[self.stats], disable_log_stats=True
         )
         scheduler_stats_only(self._llm)  # nothing is added yet: always True here
+        if config.engine_nice is not None:
+            from services.replica.vllm.cpu_priority import prioritize_engine
+
+            done = prioritize_engine(config.engine_nice)
+            _log.log(logging.INFO if done.set_all else logging.WARNING, done.describe())
         self._kv_total_blocks = int(vllm_config.cache_config.num_gpu_blocks or 0)
         self._streams: dict[str, _Stream] = {}
         self._evicted: dict[str, _Stream] = {}

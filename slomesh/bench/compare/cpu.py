@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ENGINE_MARKERS = ("EngineCore", "VLLM::Worker")
 """Process titles vLLM gives its engine-core and worker processes."""
@@ -14,6 +15,9 @@ class CpuSplit:
     outside_s: float
     by_process: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process title (where the CPU goes)."""
+    engine_wait_s: float = 0.0
+    """Seconds the engine processes' main threads were ready to run but waited for a core (the
+    kernel's run-queue delay, /proc/<pid>/task/<pid>/schedstat; 0 where it is not kept)."""
 
     def minus(self, earlier: CpuSplit) -> CpuSplit:
         keys = self.by_process.keys() | earlier.by_process.keys()
@@ -22,6 +26,7 @@ class CpuSplit:
             self.engine_s - earlier.engine_s,
             self.outside_s - earlier.outside_s,
             dict(sorted(by.items(), key=lambda kv: -kv[1])),
+            self.engine_wait_s - earlier.engine_wait_s,
         )
 
 
@@ -37,7 +42,7 @@ def tree_cpu(pid: int) -> CpuSplit:
     per-token relay is what is measured); the engine core process counts as engine."""
     import psutil
 
-    engine = outside = 0.0
+    engine = outside = wait = 0.0
     by: dict[str, float] = {}
     try:
         root = psutil.Process(pid)
@@ -52,11 +57,23 @@ def tree_cpu(pid: int) -> CpuSplit:
             by[title] = by.get(title, 0.0) + used
             if is_engine_process(p.name(), p.cmdline()):
                 engine += used
+                wait += run_queue_wait_s(p.pid)
             else:
                 outside += used
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    return CpuSplit(engine, outside, by)
+    return CpuSplit(engine, outside, by, wait)
+
+
+def run_queue_wait_s(pid: int, proc: Path = Path("/proc")) -> float:
+    """Seconds the main thread of `pid` has spent ready to run but waiting for a core (the
+    second field of its schedstat, nanoseconds); 0 where the kernel keeps no schedstat. The
+    main thread is the one that steps vLLM's engine (its model runs on it: one OpenMP thread);
+    its I/O threads wake briefly and are left out."""
+    try:
+        return int((proc / str(pid) / "task" / str(pid) / "schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _title(name: str, cmdline: list[str]) -> str:

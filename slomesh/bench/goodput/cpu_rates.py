@@ -7,7 +7,8 @@ so a slower decode step is goodput lost, and two causes look alike from the clie
 core gets less of a core (the system's other processes take the CPU it would run on: engine
 cores well below 1 per engine), or it spends more CPU on each token (it shares the cores' caches
 and memory with them: more engine CPU per token served at the same batch). The page's table
-says which.
+says which, and how long the engine's main thread was ready to run but waited for a core (the
+kernel's run-queue delay): the first cause measured directly.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class CpuSample:
     """CPU seconds the engine processes had spent by then."""
     outside_s: float
     """CPU seconds the system's other processes had spent by then."""
+    engine_wait_s: float = 0.0
+    """Seconds the engine processes' main threads had waited, ready, for a core by then."""
 
 
 class Sampling(Protocol):
@@ -57,7 +60,9 @@ class CpuSampler:
 
     def sample(self) -> None:
         split = self.cpu(self.pid)
-        self.samples.append(CpuSample(self.clock(), split.engine_s, split.outside_s))
+        self.samples.append(
+            CpuSample(self.clock(), split.engine_s, split.outside_s, split.engine_wait_s)
+        )
 
     def start(self) -> None:
         def loop() -> None:
@@ -86,6 +91,7 @@ def cores_between(samples: Sequence[CpuSample], lo: float, hi: float) -> dict[st
     return {
         "engine_cores": round((b.engine_s - a.engine_s) / dt, 3),
         "outside_cores": round((b.outside_s - a.outside_s) / dt, 3),
+        "engine_wait_cores": round((b.engine_wait_s - a.engine_wait_s) / dt, 3),
         "seconds": round(dt, 1),
     }
 

@@ -210,6 +210,7 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
                     f"{r['rate_rps']:g}",
                     f"{r['engine_cores']:.2f}",
                     f"{r['outside_cores']:.2f}",
+                    fmt_num(r.get("engine_wait_cores"), 2),
                     fmt_num(per_token, 0),
                 ]
             )
@@ -220,6 +221,7 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
         "rate req/s",
         "engine cores busy",
         "other cores busy",
+        "engine waiting for a core",
         "engine CPU us per token served",
     )
     return [
@@ -228,9 +230,12 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
         "answer; `slomesh/bench/goodput/cpu_rates.py`): the cores vLLM's engine processes kept "
         "busy (one engine core is one thread: at most 1 per engine), those the system's other "
         "processes kept busy (slomesh: the control plane, Ray, the replicas' vLLM front ends; "
-        "bare vLLM: its API server), and the engine's CPU per output token served. With the "
-        "seats full, fewer engine cores means the engine waited for a core; more CPU per token "
-        "means it ran slower on the core it had.",
+        "bare vLLM: its API server), the share of the time the engine's main thread (the one that "
+        "steps the model) was ready to run but waited for a core (the kernel's run-queue "
+        "delay), "
+        "and the engine's CPU per output token served. With the seats full, fewer engine cores "
+        "means the engine waited for a core; more CPU per token means it ran slower on the "
+        "core it had.",
         "",
         markdown_table(headers, sorted(rows, key=lambda r: (float(r[1]), r[0]))),
     ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slomesh.bench.compare.cpu import CpuSplit, is_engine_process
+from slomesh.bench.compare.cpu import CpuSplit, is_engine_process, run_queue_wait_s
 from slomesh.bench.compare.run import Plan, parse_systems, run_system, slomesh_config
 from slomesh.bench.compare.stats import (
     SystemResult,
@@ -217,6 +217,19 @@ def test_a_process_keeps_its_label_whatever_method_it_runs(name, cmdline, title)
 
 def test_cpu_split_difference():
     assert CpuSplit(5.0, 9.0).minus(CpuSplit(1.0, 4.0)) == CpuSplit(4.0, 5.0)
+    later, earlier = CpuSplit(5.0, 9.0, engine_wait_s=2.5), CpuSplit(1.0, 4.0, engine_wait_s=1.0)
+    assert later.minus(earlier).engine_wait_s == 1.5
+
+
+def test_run_queue_wait_is_the_second_schedstat_field_of_the_main_thread(tmp_path: Path):
+    for tid, stat in (("40", "900 2500000000 7\n"), ("41", "10 500000000 2\n")):
+        (tmp_path / "40" / "task" / tid).mkdir(parents=True)
+        (tmp_path / "40" / "task" / tid / "schedstat").write_text(stat)
+    (tmp_path / "43" / "task" / "43").mkdir(parents=True)
+    (tmp_path / "43" / "task" / "43" / "schedstat").write_text("")
+    assert run_queue_wait_s(40, tmp_path) == pytest.approx(2.5)  # thread 41 is not the main one
+    assert run_queue_wait_s(41, tmp_path) == 0.0  # no such process
+    assert run_queue_wait_s(43, tmp_path) == 0.0  # no schedstat kept
 
 
 class _Proc:

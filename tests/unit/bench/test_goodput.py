@@ -277,7 +277,13 @@ def test_a_started_system_gets_the_cores_busy_at_each_rate(tmp_path: Path) -> No
         lambda _pid: CpuSplit(0.0, 0.0), lambda _pid: _Samples(samples),
     )  # fmt: skip
     assert run.cpu_by_rate == [
-        {"rate_rps": 10.0, "engine_cores": 0.8, "outside_cores": 0.5, "seconds": 8.0}
+        {
+            "rate_rps": 10.0,
+            "engine_cores": 0.8,
+            "outside_cores": 0.5,
+            "engine_wait_cores": 0.0,
+            "seconds": 8.0,
+        }
     ]
 
 

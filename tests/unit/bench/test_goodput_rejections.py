@@ -201,13 +201,28 @@ def test_the_goodput_short_of_a_target_is_split_into_false_rejections_and_the_re
 
 
 def test_the_cpu_of_each_rate_comes_from_the_samples_inside_its_run() -> None:
-    split = iter([CpuSplit(0.0, 0.0), CpuSplit(1.0, 0.5), CpuSplit(3.0, 1.5), CpuSplit(3.1, 1.6)])
+    split = iter(
+        [
+            CpuSplit(0.0, 0.0),
+            CpuSplit(1.0, 0.5, engine_wait_s=0.1),
+            CpuSplit(3.0, 1.5, engine_wait_s=0.5),
+            CpuSplit(3.1, 1.6, engine_wait_s=0.6),
+        ]
+    )
     clock = iter([10.0, 11.0, 13.0, 20.0])
     sampler = CpuSampler(7, lambda pid: next(split), 0.0, lambda: next(clock))
     for _ in range(4):
         sampler.sample()
     rows = cpu_by_rate(sampler.samples, {10.0: (10.5, 14.0), 20.0: (15.0, 19.0)})
-    assert rows == [{"rate_rps": 10.0, "engine_cores": 1.0, "outside_cores": 0.5, "seconds": 2.0}]
+    assert rows == [
+        {
+            "rate_rps": 10.0,
+            "engine_cores": 1.0,
+            "outside_cores": 0.5,
+            "engine_wait_cores": 0.2,  # 0.4 s ready but waiting over 2 s
+            "seconds": 2.0,
+        }
+    ]
     assert cores_between(sampler.samples, 9.0, 12.0) is None  # 1 s apart: too short
     assert engine_us_per_token(0.9, 300, 256, 10.0) == pytest.approx(0.9e6 / 7680)
     assert engine_us_per_token(0.9, 0, 256, 10.0) is None
@@ -232,7 +247,12 @@ def test_the_page_shows_the_cores_per_rate_and_names_them_in_the_shortfall() -> 
         entry["cpu_by_rate"] = [
             {"rate_rps": rate, "engine_cores": busy, "outside_cores": 0.6, "seconds": 9.0}
         ]
+    data["systems"][1]["cpu_by_rate"][0]["engine_wait_cores"] = 0.21  # type: ignore[index]
     text = render(data)
     assert "| slomesh   |         20 |              0.75 |             0.60 |" in text
+    assert "engine waiting for a core" in text
+    cpu_rows = [ln for ln in text.splitlines() if "0.60 |" in ln]
+    waits = [ln.split("|")[5].strip() for ln in cpu_rows]
+    assert sorted(waits) == ["-", "0.21"]  # a run from before the column: not measured
     assert "engine processes kept 0.75 cores busy, bare's 0.97" in gap_lines(data)[0]
     assert "cores busy" not in gap_lines(data)[1]  # no samples at 40 req/s
