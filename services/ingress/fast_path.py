@@ -13,7 +13,9 @@ either way). Without a credit the request takes the full path (Predict, then Adm
 queueing). The request's completion report goes through the same outbox, after its placement,
 so the scheduler never hears of a finish before the placement. A grant is asked for (an empty
 `Sync`, or the next batch sent at once) when one is due or this ingress spent its credits
-(for the model, or on one replica).
+(for the model, or on one replica). A credit placement's seat comes back to this ingress when
+the request finishes (core/credits.py, `refill`), so a steady stream of requests asks for a
+grant when one is due, not each time it has placed as many as it was granted.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ class FastPath:
         self.ingress_id = uuid.uuid4().hex[:16]
         """This ingress replica's id in the scheduler's lease book (one per process)."""
         self._retry_at = 0.0
-        self._epochs: dict[str, str] = {}
-        """Request id -> the grant epoch its placement was made in (until its report)."""
+        self._epochs: dict[str, tuple[str, str]] = {}
+        """Request id -> the grant epoch its placement was made in and the replica (until its
+        report)."""
         self.outbox = ShardOutbox(
             self._sync,
             self.ingress_id,
@@ -97,7 +100,7 @@ class FastPath:
         trace; the request already runs, so the scheduler keeps its prior length estimate for
         it). The current trace context goes with both."""
         self._predictions[meta.request_id] = (prediction, contextvars.copy_context())
-        self._epochs[meta.request_id] = self.ledger.epoch
+        self._epochs[meta.request_id] = (self.ledger.epoch, replica.application)
         notice = scheduler_pb2.PlaceNotice(
             ingress_id=self.ingress_id,
             admit=scheduler_pb2.AdmitRequest(meta=meta),
@@ -115,8 +118,12 @@ class FastPath:
             self.refresh()
 
     def report(self, report: scheduler_pb2.CompletionReport) -> None:
-        """Queue a completion report (after the request's placement, if it had one)."""
-        self._epochs.pop(report.meta.request_id, None)
+        """Queue a completion report (after the request's placement, if it had one); a
+        request placed on a credit gives its seat to this ingress's next request
+        (core/credits.py, `refill`)."""
+        placed = self._epochs.pop(report.meta.request_id, None)
+        if placed is not None and placed[1] == report.replica.application:  # not re-admitted
+            self.ledger.refill(placed[1], placed[0], time.monotonic())
         self.outbox.report(report)
 
     def first_token(self, request_id: str) -> None:
@@ -160,7 +167,7 @@ class FastPath:
         free again; no grant for a second."""
         self._retry_at = time.monotonic() + 1.0
         for notice in notices:
-            epoch = self._epochs.pop(notice.admit.meta.request_id, self.ledger.epoch)
+            epoch, _ = self._epochs.pop(notice.admit.meta.request_id, (self.ledger.epoch, ""))
             self.ledger.give_back(notice.replica.application, epoch)
 
     def _apply(self, grant: scheduler_pb2.LeaseGrant) -> None:

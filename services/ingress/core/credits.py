@@ -8,6 +8,14 @@ ingress counts its own placements (`taken`) and places while `taken < limit`; a 
 epoch (the scheduler restarted) starts the counts again. Among replicas with credit it picks the
 one with the most left (the least loaded as the scheduler saw it). A grant expires `ttl_s` after
 its receipt; a refresh is due once half of that has passed, or when no credit is left.
+
+A credit refills when a request this ingress placed on credits of the same epoch finishes
+after the grant came (`refill`): its seat is still counted taken in the scheduler's books
+until the report reaches it, so the ingress may hand it to its next request without asking;
+a grant so bounds the requests the ingress holds at once on the replica instead of the
+requests it places, and a steady stream needs a new grant only when it is due. The next
+grant (the scheduler's count of the seats then free) starts the refills again from zero, and
+an empty grant (a queue formed) ends them.
 """
 
 from __future__ import annotations
@@ -30,6 +38,12 @@ class Credit:
 class _Entry:
     credit: Credit
     taken: int = 0
+    refilled: int = 0
+    """Seats given back by this ingress's own finished requests since the grant came."""
+
+    @property
+    def left(self) -> int:
+        return max(0, self.credit.limit - self.taken + self.refilled)
 
 
 class CreditLedger:
@@ -64,10 +78,9 @@ class CreditLedger:
             # free seats, so replicas often have the same credit left; the first one in the
             # grant would take most of the requests
             e = entries[(self._turn + i) % len(entries)]
-            left = e.credit.limit - e.taken
-            if e.credit.model != model or left <= 0:
+            if e.credit.model != model or e.left <= 0:
                 continue
-            if best is None or left > best.credit.limit - best.taken:
+            if best is None or e.left > best.left:
                 best = e
         if best is None:
             return None
@@ -82,6 +95,13 @@ class CreditLedger:
         if e is not None and epoch == self.epoch and e.taken > 0:
             e.taken -= 1
 
+    def refill(self, application: str, epoch: str, now_s: float) -> None:
+        """A request placed on `application` with a credit of `epoch` finished: its seat serves
+        the next request (module docstring), while the grant lives."""
+        e = self._entries.get(application)
+        if e is not None and epoch == self.epoch and self._live(now_s):
+            e.refilled += 1
+
     def drop(self, application: str) -> None:
         """`application` failed to open a stream (its process is gone): no more placements on
         it from this grant; the next grant says whether it is back."""
@@ -91,22 +111,18 @@ class CreditLedger:
         """Credits left for `model` now."""
         if not self._live(now_s):
             return 0
-        return sum(
-            max(0, e.credit.limit - e.taken)
-            for e in self._entries.values()
-            if e.credit.model == model
-        )
+        return sum(e.left for e in self._entries.values() if e.credit.model == model)
 
     def left_on(self, application: str, now_s: float) -> int:
         """Credits left on `application` now."""
         e = self._entries.get(application)
         if e is None or not self._live(now_s):
             return 0
-        return max(0, e.credit.limit - e.taken)
+        return e.left
 
     def holds_credit(self, now_s: float) -> bool:
         """Whether a live grant has a credit left for any model."""
-        return self._live(now_s) and any(e.credit.limit > e.taken for e in self._entries.values())
+        return self._live(now_s) and any(e.left > 0 for e in self._entries.values())
 
     def refresh_due(self, model: str, now_s: float) -> bool:
         """Whether to ask for a new grant: none yet, half its life passed, or none left and a

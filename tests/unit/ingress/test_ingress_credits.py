@@ -16,7 +16,7 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
 
 
 # each step: ("grant", epoch, [credits], now) | ("take", model, now, expected app or None)
-#            | ("back", app, epoch) | ("drop", app)
+#            | ("back", app, epoch) | ("drop", app) | ("fill", app, epoch, now)
 @pytest.mark.parametrize(
     "steps",
     [
@@ -95,6 +95,34 @@ def c(app: str, limit: int, model: str = "m") -> Credit:
             ("grant", "e", [c("a", 2)], 0.1),
             ("take", "m", 0.1, "a"),
         ],
+        # a finished credit placement gives its seat to the next request, once per finish
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("take", "m", 0.0, None),
+            ("fill", "a", "e", 0.1),
+            ("take", "m", 0.1, "a"),
+            ("take", "m", 0.1, None),
+        ],
+        # the next grant counts the seats then free: refills start again from zero
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("fill", "a", "e", 0.1),
+            ("grant", "e", [c("a", 1)], 0.2),  # limit 1, 1 taken: nothing left
+            ("take", "m", 0.2, None),
+        ],
+        # not for another epoch, a replica not in the grant, nor an expired grant
+        [
+            ("grant", "e", [c("a", 1)], 0.0),
+            ("take", "m", 0.0, "a"),
+            ("fill", "a", "old", 0.1),
+            ("fill", "b", "e", 0.1),
+            ("take", "m", 0.1, None),
+            ("fill", "a", "e", 0.6),
+            ("grant", "e", [c("a", 1)], 0.7),
+            ("take", "m", 0.7, None),
+        ],
     ],
 )
 def test_ledger(steps: list[tuple[Any, ...]]) -> None:
@@ -106,6 +134,8 @@ def test_ledger(steps: list[tuple[Any, ...]]) -> None:
             ledger.give_back(step[1], step[2])
         elif step[0] == "drop":
             ledger.drop(step[1])
+        elif step[0] == "fill":
+            ledger.refill(step[1], step[2], step[3])
         else:
             got = ledger.take(step[1], step[2])
             assert (got.application if got else None) == step[3], step

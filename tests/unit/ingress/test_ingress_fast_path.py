@@ -21,11 +21,13 @@ BODY = {"model": "llama", "prompt": "hello", "max_tokens": 3, "stream": True}
 
 
 class LeasingMesh(FakeMesh):
-    """FakeMesh plus a scheduler that grants `credits` on replica-1 (cumulative limit)."""
+    """FakeMesh plus a scheduler that grants `credits` on replica-1 (cumulative limit), one
+    more for each finished request on replica-1 it has heard of (its seat is free again)."""
 
     def __init__(self, credits: int) -> None:
         super().__init__()
         self.credits = credits
+        self.freed = 0
 
     async def call(
         self, application: str, kind: str, method: str, message: Any, timeout_s: Any = None
@@ -33,11 +35,14 @@ class LeasingMesh(FakeMesh):
         if (kind, method) in (("scheduler", "Lease"), ("scheduler", "Place")):
             self.calls.append((application, method))
             return self.grant()
+        if (kind, method) == ("scheduler", "Report") and message.replica.application == "replica-1":
+            self.freed += 1
         return await super().call(application, kind, method, message, timeout_s)
 
     def grant(self) -> scheduler_pb2.LeaseGrant:
         ref = common_pb2.ReplicaRef(application="replica-1", gpu="cpu", model="llama")
-        credit = scheduler_pb2.ReplicaCredit(replica=ref, limit=self.credits)
+        limit = self.credits + self.freed if self.credits else 0
+        credit = scheduler_pb2.ReplicaCredit(replica=ref, limit=limit)
         return scheduler_pb2.LeaseGrant(epoch="e1", credits=[credit], ttl_s=60.0)
 
 
@@ -57,7 +62,9 @@ def _wait_until(done: Callable[[], bool]) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize(("credits", "fast"), [(5, 2), (1, 1), (0, 0)])
+# one credit serves both requests: one at a time, each finished one's seat is free again (the
+# ingress refills it at once, the scheduler's next grant counts it)
+@pytest.mark.parametrize(("credits", "fast"), [(5, 2), (1, 2), (0, 0)])
 def test_requests_on_credit_skip_predict_and_admit(
     monkeypatch: pytest.MonkeyPatch, credits: int, fast: int
 ) -> None:
