@@ -10,6 +10,9 @@ Credits are a cumulative window per (ingress, replica), like HTTP/2 flow control
 ingress places while its own count is below it. The scheduler counts the placements it has been
 told of (`noticed`); `limit - noticed` are seats reserved for that ingress and not yet seen
 used. Being cumulative, a grant that crosses notices still in flight never hands a seat twice.
+An ingress also refills a credit when a request it placed on one finishes (its seat stays in
+these books until the report comes, then the placement that reused it is noticed), so
+`noticed` may pass `limit` until its next grant; nothing is reserved then.
 
 Headroom rule (`free_seats`): a replica offers fast-path seats only while nothing waits in the
 global queue (QLM's queueing and ordering then apply to every arrival again), it is healthy, it
