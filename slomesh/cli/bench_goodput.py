@@ -19,7 +19,14 @@ from typing import Any
 
 from slomesh.cli.errors import UsageError
 
-SYSTEMS = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh-proxy", "slomesh")
+SYSTEMS = (
+    "bare-vllm",
+    "ray-serve-llm",
+    "slomesh-1",
+    "slomesh-proxy",
+    "slomesh-no-priority",
+    "slomesh",
+)
 PORTS = {"bare-vllm": 8001, "ray-serve-llm": 8002}
 """Where the peers listen (slomesh: its config's front door, 8100)."""
 
@@ -34,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="bare-vllm,slomesh",
         help=f"systems to start one after another, in this order: any of {','.join(SYSTEMS)} "
         "(slomesh: the shipped config's replicas, one, through the front door; slomesh-1: "
-        "its first replica only)",
+        "its first replica only; slomesh-no-priority: slomesh with its engines left at the "
+        "mesh's CPU priority, vllm.engine_nice: null)",
     )
     p.add_argument(
         "--url",

@@ -87,6 +87,17 @@ def slomesh_config(config: dict[str, Any], traces: Path, engines: int = 0) -> di
     return out
 
 
+def without_engine_priority(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with every vLLM replica's engine left at the mesh's CPU priority
+    (`vllm.engine_nice: null`): what the engine's priority is worth, measured beside it."""
+    out = copy.deepcopy(config)
+    for app in out["applications"]:
+        vllm = app.get("args", {}).get("vllm")
+        if isinstance(vllm, dict):
+            vllm["engine_nice"] = None
+    return out
+
+
 async def measure(
     spec: SystemSpec, running: Running, plan: Plan, result: SystemResult
 ) -> dict[str, tuple[float, float]]:
@@ -202,11 +213,14 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     proxy, _ = mesh.endpoints(config)
     front = mesh.openai_url(config)  # the ingress replicas' own door
 
-    def slomesh(name: str, engines: int, http: str = front) -> SystemSpec:
+    def slomesh(name: str, engines: int, http: str = front, priority: bool = True) -> SystemSpec:
         traces = (out_dir / f"traces-{name}.jsonl").resolve()
         traces.unlink(missing_ok=True)
         cfg_path = out_dir / f"{name}.yaml"
-        cfg_path.write_text(yaml.safe_dump(slomesh_config(config, traces, engines)))
+        cfg = slomesh_config(config, traces, engines)
+        if not priority:
+            cfg = without_engine_priority(cfg)
+        cfg_path.write_text(yaml.safe_dump(cfg))
         spec = slomesh_spec(cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], engines, http, model)
         return replace(spec, name=name, counters=partial(admission_paths.read, cfg_path))
 
@@ -216,6 +230,7 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
         "slomesh-1": lambda: slomesh("slomesh-1", 1),
         "slomesh-proxy": lambda: slomesh("slomesh-proxy", len(replicas), proxy),
         "slomesh": lambda: slomesh("slomesh", len(replicas)),
+        "slomesh-no-priority": lambda: slomesh("slomesh-no-priority", len(replicas), front, False),
     }
     return [made[n]() for n in names]
 

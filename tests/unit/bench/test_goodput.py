@@ -9,10 +9,12 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from slomesh.bench.compare.cpu import CpuSplit
+from slomesh.bench.compare.run import without_engine_priority
 from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec
 from slomesh.bench.goodput.cpu_rates import CpuSample
 from slomesh.bench.goodput.harness import parse_rates, result_name, step_args
@@ -203,6 +205,7 @@ def test_a_system_that_cannot_start_is_reported_not_raised(tmp_path: Path) -> No
 
 def test_cli_parses_systems_and_urls() -> None:
     assert parse_systems("slomesh, bare-vllm,slomesh") == ["slomesh", "bare-vllm"]
+    assert parse_systems("slomesh-no-priority,slomesh") == ["slomesh-no-priority", "slomesh"]
     with pytest.raises(UsageError, match="unknown system"):
         parse_systems("vllm")
     assert parse_urls(["peer=http://h:1/v1"]) == [("peer", "http://h:1/v1")]
@@ -320,3 +323,17 @@ def test_the_client_runs_at_the_plan_priority_and_a_refusal_is_not_fatal(
     group.write_text("/autogroup-1 nice 0")
     harness.raise_priority(-10, group)
     assert group.read_text() == "-10"
+
+
+def test_the_mesh_without_engine_priority_differs_only_in_its_engines_nice() -> None:
+    config: dict[str, Any] = {
+        "applications": [
+            {"name": "replica-0", "args": {"engine": "vllm", "vllm": {"model": "m"}}},
+            {"name": "replica-1", "args": {"engine": "simulated"}},
+            {"name": "ingress", "args": {"slo": {}}},
+        ]
+    }
+    off = without_engine_priority(config)
+    assert off["applications"][0]["args"]["vllm"] == {"model": "m", "engine_nice": None}
+    assert off["applications"][1:] == config["applications"][1:]
+    assert "engine_nice" not in config["applications"][0]["args"]["vllm"]  # input left alone
