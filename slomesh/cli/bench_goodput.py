@@ -90,6 +90,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="measure nothing: render --page (default: this file with .md) from this JSON",
     )
     p.add_argument(
+        "--sim-calibrated-on",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also simulate this sitting's ladder with the profile calibrated on an earlier "
+        "sitting (that run's --out folder: goodput.json and vllm-results/): the simulator "
+        "against live across sittings",
+    )
+    p.add_argument(
         "--reanalyse",
         action="store_true",
         help="with --render: first compute the confusion matrix and the simulated ladder again "
@@ -139,13 +148,17 @@ def _before(path: Path) -> dict[str, Any]:
     return {k: old[k] for k in keep if k in old}
 
 
-def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
-    """The confusion matrix and the simulated ladder of every slomesh system (analysis.py)."""
+def analyse(
+    runs: list[Any], plan: Any, out: Path, calibrate_in: Path | None = None
+) -> dict[str, Any]:
+    """The confusion matrix and the simulated ladder of every slomesh system (analysis.py);
+    with `calibrate_in` (an earlier sitting's --out folder) the simulator's profile is
+    calibrated on that sitting's ladder of the same system instead."""
     from dataclasses import asdict
 
     from services.ingress.args import IngressArgs
     from shared.profiles.io import load_profiles
-    from slomesh.bench.goodput.analysis import analyse_system
+    from slomesh.bench.goodput.analysis import analyse_system, read_offered
     from slomesh.bench.goodput.rejections import read_rejections
     from slomesh.launch import mesh
 
@@ -158,17 +171,35 @@ def analyse(runs: list[Any], plan: Any, out: Path) -> dict[str, Any]:
     for r in runs:
         if not r.name.startswith("slomesh") or not r.engines:
             continue
+        earlier = None
+        if calibrate_in is not None:
+            earlier_plan = json.loads((calibrate_in / "goodput.json").read_text())["plan"]
+            earlier = read_offered(earlier_plan, calibrate_in / "vllm-results" / r.name)
+            if not earlier:
+                continue
         got = analyse_system(
-            r.engines, asdict(plan), out / "vllm-results" / r.name, profile, seqs, ingress
-        )
-        if got is not None:
+            r.engines, asdict(plan), out / "vllm-results" / r.name, profile, seqs, ingress,
+            calibrate_on=earlier,
+        )  # fmt: skip
+        if got is not None and calibrate_in is None:
             traces = out / f"traces-{r.name}.jsonl"
             if traces.exists():
                 got["rejections"] = read_rejections(
                     traces, out / "vllm-results" / r.name, plan.rates
                 )
+        if got is not None:
             found[r.name] = got
     return found
+
+
+def _across(runs: list[Any], plan: Any, out: Path, earlier: Path) -> dict[str, Any]:
+    """This sitting's ladder simulated with the profile calibrated on the `earlier` one."""
+    old = json.loads((earlier / "goodput.json").read_text())
+    keep = ("command", "date", "commit", "load_average_before", "load_average_after")
+    return {
+        "sitting": {k: old[k] for k in keep if k in old},
+        "analysis": analyse(runs, plan, out, earlier),
+    }
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -176,12 +207,15 @@ def _render(args: argparse.Namespace) -> int:
 
     page = args.page or args.render.with_suffix(".md")
     data = json.loads(args.render.read_text())
-    if args.reanalyse:
+    if args.reanalyse or args.sim_calibrated_on is not None:
         from slomesh.bench.goodput.run import Plan, SystemRun
 
         plan = Plan(**{**data["plan"], "rates": tuple(data["plan"]["rates"])})
         runs = [SystemRun(s["name"], s["engines"], s["base_url"]) for s in data["systems"]]
-        data["analysis"] = analyse(runs, plan, args.render.parent)
+        if args.reanalyse:
+            data["analysis"] = analyse(runs, plan, args.render.parent)
+        if args.sim_calibrated_on is not None:
+            data["across"] = _across(runs, plan, args.render.parent, args.sim_calibrated_on)
         args.render.write_text(json.dumps(data, indent=2) + "\n")
     if args.before is not None:
         data["before"] = _before(args.before)
@@ -242,6 +276,8 @@ def run(args: argparse.Namespace) -> int:
         ],
     }
     data["analysis"] = analyse(runs, plan, out)
+    if args.sim_calibrated_on is not None:
+        data["across"] = _across(runs, plan, out, args.sim_calibrated_on)
     if args.before is not None:
         data["before"] = _before(args.before)
     (out / "goodput.json").write_text(json.dumps(data, indent=2) + "\n")

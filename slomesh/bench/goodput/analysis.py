@@ -11,14 +11,14 @@ simulated goodput is their median, the rest of the row that median host's.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from services.ingress.core.delivered import DeliveredGuardConfig
 from shared.domain import HardwareProfile
 from shared.report.table import fmt_num, markdown_table
-from slomesh.bench.goodput.confusion import confusion, offered_requests
+from slomesh.bench.goodput.confusion import Offered, confusion, offered_requests
 from slomesh.bench.goodput.delivered_fit import fit_decode_line
 from slomesh.bench.goodput.harness import result_name
 from slomesh.bench.goodput.sim import SimStep, at_rate, calibrate, simulate_rate
@@ -26,6 +26,17 @@ from slomesh.bench.goodput.speed_fit import HostSpeedFit, describe, hosts, ladde
 
 SIM_TOLERANCE = 0.10
 """The simulator's goodput is within this fraction of the live one (the target)."""
+
+
+def read_offered(plan: Mapping[str, Any], result_dir: Path) -> dict[float, list[Offered]]:
+    """The offered requests of each rate of `plan` whose result file is in `result_dir`."""
+    return {
+        r: offered_requests(
+            json.loads((result_dir / result_name(r)).read_text()), plan["output_len"]
+        )
+        for r in plan["rates"]
+        if (result_dir / result_name(r)).exists()
+    }
 
 
 def analyse_system(
@@ -36,22 +47,22 @@ def analyse_system(
     max_num_seqs: int,
     ingress_replicas: int,
     speed_fit: HostSpeedFit | None = None,
+    calibrate_on: Mapping[float, Sequence[Offered]] | None = None,
 ) -> dict[str, Any] | None:
-    """Confusion matrix and simulated goodput per rate; None without result files."""
-    rates = [r for r in plan["rates"] if (result_dir / result_name(r)).exists()]
-    if not rates:
+    """Confusion matrix and simulated goodput per rate; None without result files. The
+    profile is calibrated on this ladder, or on `calibrate_on` (another sitting's ladder,
+    `read_offered`): the simulator's prediction of this sitting from that one's calibration."""
+    offered = read_offered(plan, result_dir)
+    rates = list(offered)
+    source = dict(calibrate_on) if calibrate_on else offered
+    if not rates or not source:
         return None
     ttft_s, tpot_s = plan["slo_ttft_ms"] / 1e3, plan["slo_tpot_ms"] / 1e3
-    offered = {
-        r: offered_requests(
-            json.loads((result_dir / result_name(r)).read_text()), plan["output_len"]
-        )
-        for r in rates
-    }
-    line = fit_decode_line(offered, engines)
-    calibrated = calibrate(profile, offered[rates[0]], engines, max_num_seqs, line, rates[0])
+    line = fit_decode_line(source, engines)
+    low = min(source)
+    calibrated = calibrate(profile, source[low], engines, max_num_seqs, line, low)
     fit = speed_fit or HostSpeedFit()
-    series = ladder_series(offered, line, engines, fit.bin_s) if line is not None else []
+    series = ladder_series(source, line, engines, fit.bin_s) if line is not None else []
     rows = []
     for rate in rates:
         reqs = offered[rate]
@@ -166,3 +177,34 @@ def sim_table(name: str, analysis: Mapping[str, Any], live: Mapping[float, float
 def _range(row: Mapping[str, Any]) -> str:
     lo, hi = row.get("sim_goodput_min_rps"), row.get("sim_goodput_max_rps")
     return "-" if lo is None or hi is None else f"{lo:.1f}-{hi:.1f}"
+
+
+def across_lines(data: Mapping[str, Any]) -> list[str]:
+    """The simulator against live across sittings (`--sim-calibrated-on`): this sitting's
+    ladder simulated with the profile calibrated on an earlier sitting's ladder."""
+    across = data.get("across") or {}
+    found, sitting = across.get("analysis") or {}, across.get("sitting") or {}
+    if not found:
+        return []
+    out = [
+        "",
+        "### Across sittings",
+        "",
+        "The same simulation, with the profile (decode step, prefill, submit overhead, host "
+        f"speed) calibrated on another sitting instead: {sitting.get('date', '?')} at commit "
+        f"`{sitting.get('commit', '?')}`, load average before "
+        f"{sitting.get('load_average_before', '?')}, after "
+        f"{sitting.get('load_average_after', '?')}: `{sitting.get('command', '')}`. It is what "
+        "the simulator predicts for a sitting it was not calibrated on; the host's other load "
+        "differs between sittings and the calibration carries the earlier one's.",
+        "",
+    ]
+    for name, a in found.items():
+        live = {
+            float(s["rate_rps"]): float(s["goodput_rps"])
+            for entry in data["systems"]
+            if entry["name"] == name
+            for s in entry["steps"]
+        }
+        out += [sim_table(name, a, live), "", f"Profile: {a['calibration']}.", ""]
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.report.table import fmt_num, markdown_table
-from slomesh.bench.goodput.analysis import confusion_table, sim_table
+from slomesh.bench.goodput.analysis import across_lines, confusion_table, sim_table
 from slomesh.bench.goodput.cpu_rates import engine_us_per_token
 from slomesh.bench.goodput.rejections import rejections_table
 from slomesh.bench.goodput.results import Step, format_table, step_of_json
@@ -103,7 +103,7 @@ def analysis_lines(data: Mapping[str, Any]) -> list[str]:
     for name, a in found.items():
         live = {s.rate_rps: s.goodput_rps for s in steps_of(data) if s.system == name}
         out += [sim_table(name, a, live), "", f"Profile: {a['calibration']}.", ""]
-    return out
+    return out + across_lines(data)
 
 
 def rejection_lines(data: Mapping[str, Any]) -> list[str]:

@@ -14,7 +14,8 @@ from slomesh.bench.goodput.results import REJECTED_REASON
 from slomesh.cli.main import main
 
 
-def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path) -> None:
+def write_result(out: Path, tpot_s: float) -> None:
+    """A rate-5 result of slomesh-1 in `out`: 18 served at `tpot_s` per token, 2 rejected."""
     rng = random.Random(1)
     starts = sorted(rng.uniform(0, 5) for _ in range(20))
     result = {
@@ -22,14 +23,18 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
         "input_lens": [32] * 20,
         "output_lens": [64] * 18 + [0, 0],
         "ttfts": [0.05] * 18 + [0.0, 0.0],
-        "latencies": [0.05 + 63 * 0.004] * 18 + [0.0, 0.0],
+        "latencies": [0.05 + 63 * tpot_s] * 18 + [0.0, 0.0],
         "errors": [""] * 18 + [REJECTED_REASON] * 2,
         "date": "20260101-120030",
         "duration": 5.0,
     }
-    folder = tmp_path / "vllm-results" / "slomesh-1"
+    folder = out / "vllm-results" / "slomesh-1"
     folder.mkdir(parents=True)
     (folder / result_name(5)).write_text(json.dumps(result))
+
+
+def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path) -> None:
+    write_result(tmp_path, 0.004)
     step = {
         "system": "slomesh-1",
         "rate_rps": 5.0,
@@ -90,3 +95,17 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
     rejections = json.loads(path.read_text())["analysis"]["slomesh-1"]["rejections"]["rows"]
     assert rejections[0]["kinds"] == {"predicted_infeasible": 1}
     assert "## Admission: which rule rejected" in (tmp_path / "g.md").read_text()
+
+    # the same ladder simulated with a calibration from a sitting whose engine missed the TPOT
+    earlier = tmp_path / "earlier"
+    write_result(earlier, 0.060)
+    (earlier / "goodput.json").write_text(json.dumps({**data, "date": "the earlier one"}))
+    argv = ["bench-goodput", "--render", str(path), "--sim-calibrated-on", str(earlier)]
+    assert main([*argv, "--page", str(tmp_path / "g.md")]) == 0
+    across = json.loads(path.read_text())["across"]
+    assert across["sitting"]["date"] == "the earlier one"
+    slow = across["analysis"]["slomesh-1"]["rows"][0]
+    own = json.loads(path.read_text())["analysis"]["slomesh-1"]["rows"][0]
+    assert own["sim_met"] >= 18 and slow["sim_met"] == 0  # its calibration carries 60 ms/token
+    page = (tmp_path / "g.md").read_text()
+    assert "### Across sittings" in page and "the earlier one" in page
