@@ -32,6 +32,12 @@ The seat wait is what the load-keyed samples cannot see: under overload the samp
 were taken while the queue was shorter, and a first token comes a second or more after the
 admission it should have stopped.
 
+A looser objective's samples never stand in for a tighter request's: they would shut a tight
+class out for good once its own samples aged out (no admission, no new sample; the loose
+class's first tokens, taken behind a queue the tight class may pass on an EDF engine, keep the
+prediction up). Without samples of its objective or a tighter one, the waits and the seat wait
+above are its prediction (none: let in).
+
 Only streamed requests leave samples or count as awaiting their first token: a request answered
 whole shows its first token with its last (it holds a seat from its admission). A request that
 would run alone (at most `alone_in_flight` others in flight) is always let in: no admission
@@ -190,8 +196,7 @@ class DeliveredGuard:
         self._forget(book, now_s)
         self._drop_stale(now_s)
         load = book.in_flight + 1
-        ttft_pool = [s for s in book.ttft if s.ttft_slo_s <= ttft_slo_s] or list(book.ttft)
-        ttft = self._near(ttft_pool, load)
+        ttft = self._near([s for s in book.ttft if s.ttft_slo_s <= ttft_slo_s], load)
         waits = [
             now_s - t.start_s
             for t in self._tickets.values()

@@ -70,6 +70,25 @@ def test_a_looser_objective_admits_what_a_tight_one_rejects() -> None:
     assert guard.check(M, 5.0, None, 0.0, 3.0).admit
 
 
+def test_a_looser_objectives_samples_never_shut_a_tighter_one_out() -> None:
+    """Only samples of the request's objective or a tighter one predict it: a loose class
+    queued 9.5 s says nothing of a 2 s request (an EDF engine serves it first), and standing in
+    for it would keep the tight class out with no sample of its own to end it."""
+    guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
+    for k in range(2):
+        guard.start(f"loose{k}", M, 10.0, 0.0)
+        guard.first_token(f"loose{k}", 9.5)
+        guard.end(f"loose{k}", 11, 9.6)
+    busy(guard, 10.0)
+    assert not guard.check(M, 10.0, None, 0.0, 10.0).admit  # 9.5 s > 10 s x 0.9
+    tight = guard.check(M, 2.0, None, 0.0, 10.0)
+    assert tight.admit and tight.ttft_s is not None and tight.ttft_s < 1.0  # busy's own
+    guard.start("tight", M, 2.0, 10.0)
+    guard.first_token("tight", 12.5)
+    guard.end("tight", 11, 12.6)
+    assert not guard.check(M, 2.0, None, 0.0, 12.6).admit  # now its own sample: 2.5 s
+
+
 def test_tpot_beyond_the_objective_is_rejected_and_none_means_no_tpot_objective() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
     fill(guard, 2, ttft=0.05, tpot=0.08, at=0.0)
