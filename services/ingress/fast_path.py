@@ -74,7 +74,7 @@ class FastPath:
         if not self.enabled:
             return None
         now = time.monotonic()
-        if self.ledger.epoch and self.ledger.refresh_due(model, now):
+        if self.ledger.due_before_take(model, now):
             self.refresh()
         credit = self.ledger.take(model, now)
         if credit is None:
@@ -107,14 +107,7 @@ class FastPath:
             replica=replica,
         )
         self.outbox.place(notice, trace_headers())
-        now = time.monotonic()
-        # the last credit on this replica: as far as this ingress's grant goes the replica is
-        # full, and the scheduler's admission limit must see it so before it admits more there
-        # (the outbox would hold the notice for its headroom interval while other credits last)
-        if (
-            self.ledger.left(meta.model, now) == 0
-            or self.ledger.left_on(replica.application, now) == 0
-        ):
+        if self.ledger.due_after_take(meta.model, replica.application, time.monotonic()):
             self.refresh()
 
     def report(self, report: scheduler_pb2.CompletionReport) -> None:

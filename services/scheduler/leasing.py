@@ -24,7 +24,7 @@ from services.scheduler.admission_counts import AdmissionCounts
 from services.scheduler.args import with_length_hint
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.autoscale.live import ScalingSignals
-from services.scheduler.core.leases import LeaseBook, LeaseConfig, free_seats
+from services.scheduler.core.leases import LeaseBook, LeaseConfig
 from services.scheduler.own_server import OwnServer
 from shared.domain import Request
 from shared.rpc.invalid_argument import InvalidMessage, request_or_refuse
@@ -54,14 +54,16 @@ class LeaseDesk:
         """The scheduler's admission counters (placements told of count as the fast path)."""
 
     def grant(self, ingress_id: str) -> scheduler_pb2.LeaseGrant:
-        now = time.time()
-        enabled = self.book.config.enabled and self.core.policy.supports_leases
-        free = free_seats(
-            self.core.replicas.values(), self.core.queued, self.core.max_in_flight, self._pooled
+        core = self.core
+        limits = self.book.offer(
+            ingress_id,
+            core.replicas.values(),
+            core.queued,
+            core.max_in_flight,
+            self._pooled,
+            core.policy.supports_leases,
+            time.time(),
         )
-        if not enabled:
-            free = dict.fromkeys(free, 0)
-        limits = self.book.grant(ingress_id, free, now)
         credits = [
             scheduler_pb2.ReplicaCredit(
                 replica=common_pb2.ReplicaRef(application=app, gpu=rep.gpu, model=rep.model),

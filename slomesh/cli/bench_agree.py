@@ -33,7 +33,7 @@ from shared.profiles.io import load_profiles, save_profiles
 from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
 from slomesh.bench.agree.outcomes import outcomes
 from slomesh.bench.agree.page import update_page
-from slomesh.bench.agree.report_delay import describe, live_view
+from slomesh.bench.agree.report_delay import describe, live_view, with_fast_path_call
 from slomesh.bench.agree.scenario import (
     LiveScenario,
     apply_scenario,
@@ -201,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
     sim_scored: dict[str, list[ScoredWait]] = {}
     sim_swaps: dict[str, dict[str, int]] = {}
     sim_seeds_pct: dict[str, list[float]] = {}
+    sim_on_credit: dict[str, int] = {}
 
     def simulated(
         p: str,
@@ -219,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         except StackRefused:  # not live (--sim-only): the mesh's settings without the stack
             config = live_config(args, spec, None)
         admission, ingress = sim_admission(config)
+        ingress = with_fast_path_call(ingress, delays)
         if scen is not None:
             run_, sim_swaps[p] = simulate_scenario(scen.spec, stack, trace, admission, ingress)
         else:
@@ -246,6 +248,11 @@ def run(args: argparse.Namespace) -> int:
             span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
             view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
             prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
+            if run_.on_credit is not None:
+                sim_on_credit[p] = run_.on_credit
+                call_ms = ingress.fast_path.call_s * 1e3
+                note = f"{run_.on_credit} placed on lease credits (Sync {call_ms:.1f} ms each way)"
+                prof = replace(prof, source=f"{prof.source}; {note}")
         sim[p], sim_scored[p] = run_.records, run_.scored_waits
         (out / f"sim-{p}.json").write_text(json.dumps([asdict(r) for r in sim[p]]))
         return prof
@@ -264,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         )
         report["profile"] = prof.source
         report["sim_seeds_pct"] = sim_seeds_pct
+        report["sim_on_credit"] = sim_on_credit
         report["outcomes"] = {
             p: {"live": outcomes(live[p]), "sim": outcomes(sim[p])} for p in live if p in sim
         }

@@ -3,7 +3,8 @@
 One `ClusterOutput` (services/scheduler/core/output.py) at a time, in its `ordered()` order, as
 the live scheduler's shell carries out the same output with Admit replies and Evict/Resume calls:
 a placement queues the request in the engine (one that can never fit its KV cache is rejected
-there, and the scheduler told), a batch queues a pre-formed batch for one slice (or, where the
+there, and the scheduler told; one an ingress already placed on a lease credit is only booked),
+a batch queues a pre-formed batch for one slice (or, where the
 slice budget served is 0, as the live ingress serves it, each member whole), an eviction or
 resume moves requests out of or back into service, a prewarm stages a model in host memory, a
 swap makes a model active once the requests placed before it are done (as the live replica's
@@ -60,15 +61,10 @@ class SimApplier:
         host = self.host
         for action in out.ordered():
             match action:
+                case Placement(leased=True):
+                    pass  # an ingress placed it on a credit: it runs there already
                 case Placement(request=request, instance=name):
-                    inst = self.instances[name]
-                    try:
-                        inst.core.add_request(request, now)
-                    except RequestTooLarge as e:
-                        host.too_large(request, str(e), name, now)
-                        continue
-                    host.record_placement(request.request_id, name)
-                    host.kick(inst, now)
+                    self.place(request, name, now)
                 case BatchPlacement(instance=name, entries=entries, iterations=iterations):
                     self._batch(self.instances[name], list(entries), iterations, now)
                 case Rejection(request=request, reason=reason):
@@ -91,6 +87,18 @@ class SimApplier:
                     host.kick(inst, now)
                 case ModelSwap(instance=name, kind=kind):
                     raise ValueError(f"{name}: the simulator does not apply a '{kind}' swap")
+
+    def place(self, request: Request, instance: str, now_s: float) -> None:
+        """Queue `request` in `instance`'s engine (a placement, or an ingress's on a lease
+        credit: slomesh/sim/leases.py); one that can never fit its KV cache is rejected there."""
+        inst = self.instances[instance]
+        try:
+            inst.core.add_request(request, now_s)
+        except RequestTooLarge as e:
+            self.host.too_large(request, str(e), instance, now_s)
+            return
+        self.host.record_placement(request.request_id, instance)
+        self.host.kick(inst, now_s)
 
     def _batch(
         self, inst: SimInstance, entries: list[SliceEntry], iterations: int, now_s: float

@@ -8,6 +8,7 @@ cluster does is decided by the scheduler's cluster core: the events hand it clus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
@@ -150,4 +151,18 @@ class Probe:
         return sim.probe(self.time_s)
 
 
-Event = Arrival | Schedule | StepEnd | Tick | Delivered | Probe
+@dataclass(slots=True)
+class Later:
+    """A simulated shell's own timer: the ingress's outbox and its calls to the scheduler
+    (slomesh/sim/leases.py)."""
+
+    time_s: float
+    fire: Callable[[float], None]
+    order = EventOrder.REPORT
+
+    def handle(self, sim: EventLoop) -> list[Event]:
+        self.fire(self.time_s)
+        return []
+
+
+Event = Arrival | Schedule | StepEnd | Tick | Delivered | Probe | Later

@@ -44,6 +44,7 @@ from services.ingress.core.reject_gate import GateKey, RejectGate
 from services.replica.core.sequence import Sequence
 from services.scheduler.core.output import Rejection
 from shared.domain import Request
+from slomesh.sim.leases import SimLeaseConfig
 
 
 def _live_default(name: str) -> Any:
@@ -75,11 +76,18 @@ class SimIngressConfig(BaseModel):
     when there are two, the one with fewer requests in flight, ties at random)."""
     routing_seed: int = Field(0, ge=0)
     """Seed of the draws of the `fewest-ongoing` routing."""
+    fast_path: SimLeaseConfig = SimLeaseConfig()
+    """The lease fast path of each ingress replica (slomesh/sim/leases.py)."""
 
     @classmethod
     def of_args(cls, args: Mapping[str, Any]) -> SimIngressConfig:
         """The settings of an ingress application's `args` (as a deploy config gives them)."""
-        return cls.model_validate({k: args[k] for k in cls.model_fields if k in args})
+        fields = {k: args[k] for k in cls.model_fields if k in args}
+        shards = args.get("scheduler")
+        outbox = shards.get("outbox") if isinstance(shards, Mapping) else None
+        if outbox is not None:
+            fields["fast_path"] = {"outbox": outbox}
+        return cls.model_validate(fields)
 
 
 def gate_key(request: Request) -> GateKey:
@@ -88,7 +96,8 @@ def gate_key(request: Request) -> GateKey:
 
 
 class _Replica:
-    def __init__(self, cfg: SimIngressConfig) -> None:
+    def __init__(self, cfg: SimIngressConfig, index: int) -> None:
+        self.index = index
         self.gate = RejectGate(cfg.reject_hold_off_s)
         self.guard = DeliveredGuard(cfg.delivered_guard) if cfg.delivered_guard.enabled else None
         self.ongoing = 0
@@ -100,7 +109,7 @@ class SimIngress:
 
     def __init__(self, config: SimIngressConfig) -> None:
         self.cfg = config
-        self.replicas = [_Replica(config) for _ in range(config.num_replicas)]
+        self.replicas = [_Replica(config, k) for k in range(config.num_replicas)]
         self._turn = 0
         self._rng = random.Random(config.routing_seed)
         self._ongoing: dict[str, _Replica] = {}
@@ -160,6 +169,15 @@ class SimIngress:
         drawn = self.replicas if len(self.replicas) <= 2 else self._rng.sample(self.replicas, 2)
         fewest = min(r.ongoing for r in drawn)
         return self._rng.choice([r for r in drawn if r.ongoing == fewest])
+
+    def replica_of(self, request_id: str) -> int:
+        """The ingress replica that let `request_id` in (before the scheduler's verdict)."""
+        return self._via[request_id].index
+
+    def placed_on_credit(self, request_id: str) -> None:
+        """The replica that let `request_id` in placed it on a lease credit: no scheduler
+        verdict comes (slomesh/sim/leases.py)."""
+        self._via.pop(request_id, None)
 
     def heard(self, request: Request, rejection: Rejection | None, now_s: float) -> None:
         """The scheduler's verdict on an arrival this ingress let in (None: admitted)."""

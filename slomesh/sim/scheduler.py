@@ -30,6 +30,7 @@ from services.scheduler.args import SchedulerArgs
 from services.scheduler.core import events as ev
 from services.scheduler.core.admission import AdmissionCore
 from services.scheduler.core.global_policy import GlobalPolicy
+from services.scheduler.core.leases import LeaseBook, LeaseConfig
 from services.scheduler.core.live_view import LiveReplica
 from services.scheduler.core.output import ClusterOutput, Rejection
 from services.scheduler.core.ttft_admission import (
@@ -64,6 +65,9 @@ class SimAdmissionConfig(BaseModel):
     """A queued request whose TTFT deadline is closer than this is answered at once."""
     tick_interval_ms: float = Field(_live_default("tick_interval_ms"), gt=0)  # type: ignore[assignment]
     """How often queued work is re-checked (pulls, expiry) while anything is queued."""
+    leases: LeaseConfig = LeaseConfig()
+    """The credits it grants the ingresses' fast path (core/leases.py; the fast path runs
+    only with a simulated ingress, slomesh/sim/leases.py)."""
 
 
 @dataclass
@@ -123,6 +127,8 @@ class SimScheduler:
         self.admission.ttft = TTFTAdmission(ttft_guard)
         self.requests: dict[str, Request] = {}
         self.answered: list[Rejection] = []
+        self.leases = LeaseBook(config.leases)
+        """The credit windows it granted the simulated ingresses (core/leases.py)."""
 
     @property
     def queued(self) -> int:
@@ -162,6 +168,9 @@ class SimScheduler:
                     adm.step_end(name, now)
             case ev.Finish(request_id=rid, output_tokens=n):
                 adm.report(rid, n, now, pull=self.books)
+            case ev.LeasedPlacement(request=request, instance=name):
+                self.requests[request.request_id] = request
+                adm.place_leased(request, name, now)
             case ev.EngineReject(request=request, instance=name, reason=reason):
                 adm.engine_reject(request, name, reason, now)
             case ev.SliceEnd(entry=entry):
@@ -177,6 +186,20 @@ class SimScheduler:
         for rid, reason in adm.take_shed():
             self._answer(self.requests[rid], reason, "shed-for-critical", now)
         return [replace(out, rejections=()) for out in adm.take_outputs()]
+
+    def grant(self, ingress: str, now_s: float) -> dict[str, int]:
+        """The lease grant the live scheduler answers `ingress`'s `Sync` with now (no replica is
+        pooled here: each simulated instance is one application)."""
+        adm = self.admission
+        return self.leases.offer(
+            ingress,
+            adm.replicas.values(),
+            adm.queued,
+            adm.max_in_flight,
+            frozenset(),
+            adm.policy.supports_leases,
+            now_s,
+        )
 
     def take_answered(self) -> list[Rejection]:
         """Requests answered with a rejection since the last call."""

@@ -10,8 +10,10 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from services.ingress.core.credits import Credit
 from services.ingress.core.slice_budget import served_slice_tokens
 from services.replica.core.sequence import Sequence as Seq
 from services.scheduler.core import events as cev
@@ -24,9 +26,10 @@ from shared.profiles.defaults import default_profile
 from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
-from slomesh.sim.events import Arrival, Delivered, Event, Probe, Schedule, Tick
+from slomesh.sim.events import Arrival, Delivered, Event, Later, Probe, Schedule, Tick
 from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.instance import SimInstance
+from slomesh.sim.leases import SimLeases, credits_of
 from slomesh.sim.live_view import LiveTiming, LiveViewConfig
 from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
 from slomesh.stacks import StackConfig
@@ -56,6 +59,12 @@ class Simulator:
         self.live = LiveTiming(live_view) if live_view is not None else None
         self.admission = admission if admission is not None else SimAdmissionConfig()
         self.ingress = SimIngress(ingress) if ingress is not None else None
+        self.leases: SimLeases | None = None
+        """The ingress's lease fast path (with a simulated ingress: slomesh/sim/leases.py)."""
+        if ingress is not None and ingress.fast_path.enabled:
+            self.leases = SimLeases(ingress.fast_path, ingress.num_replicas, self, self._later)
+        self._ingress_of: dict[str, int] = {}
+        """Requests let in by a simulated ingress replica, until their report: which one."""
         self.global_policy = stack.global_policy(simulated=True)
         engine = cluster.engine.model_copy(
             update={
@@ -121,17 +130,65 @@ class Simulator:
     def decide(self, event: cev.ClusterEvent) -> None:
         """Hand `event` to the scheduler and apply its decisions at once (an arrival passes
         the ingress's own admission first, when it is simulated)."""
+        if isinstance(event, cev.Finish):
+            self._report(event)
+            return
         if not isinstance(event, cev.Arrival):
             self.run_on(self.scheduler, event)
             return
         if self.ingress is not None and not self._ingress_admits(event):
             return
-        self.scheduler.serving({i.name for i in self.instances}, event.now_s)
-        self._arriving, self._verdict = event.request.request_id, None
+        request, now = event.request, event.now_s
+        self.scheduler.serving({i.name for i in self.instances}, now)
+        if self.ingress is not None:
+            self._ingress_of[request.request_id] = self.ingress.replica_of(request.request_id)
+        if self.leases is not None and self._on_credit(request, now):
+            return
+        self._arriving, self._verdict = request.request_id, None
         self.run_on(self.scheduler, event)
         self._arriving = None
         if self.ingress is not None:
-            self.ingress.heard(event.request, self._verdict, event.now_s)
+            self.ingress.heard(request, self._verdict, now)
+        if self.leases is not None and self._verdict is None:
+            self.leases.admitted(self._ingress_of[request.request_id], request.model, now)
+
+    def _on_credit(self, request: Request, now_s: float) -> bool:
+        """The ingress replica that let `request` in places it on a lease credit, if it holds
+        one (slomesh/sim/leases.py): straight onto that replica's engine."""
+        assert self.leases is not None and self.ingress is not None
+        rid = request.request_id
+        application = self.leases.take(self._ingress_of[rid], request, now_s)
+        if application is None:
+            return False
+        self.ingress.placed_on_credit(rid)
+        self.applier.place(request, application, now_s)
+        return True
+
+    def _report(self, event: cev.Finish) -> None:
+        """A completion report reaches the scheduler (after the placement it ends, when that
+        was made on a lease credit; the report's `Sync` answers its ingress with a grant)."""
+        rid = event.request_id
+        if self.leases is not None and self.leases.unnoticed(rid):
+            self.leases.hold(rid, lambda t: self._report(replace(event, now_s=t)))
+            return
+        self.run_on(self.scheduler, event)
+        ingress = self._ingress_of.pop(rid, None)
+        if self.leases is not None and ingress is not None:
+            self.leases.reported(ingress, event.now_s)
+
+    # ---- the fast path's host (slomesh/sim/leases.py) -----------------------------------
+    def notice(self, ingress: str, request: Request, application: str, now_s: float) -> None:
+        self.scheduler.leases.noticed(ingress, application)
+        self.run_on(self.scheduler, cev.LeasedPlacement(request, application, now_s=now_s))
+
+    def grant(self, ingress: str, now_s: float) -> tuple[list[Credit], float]:
+        limits = self.scheduler.grant(ingress, now_s)
+        models = {name: rep.model for name, rep in self.scheduler.admission.replicas.items()}
+        ttl_s = self.scheduler.leases.config.ttl_ms / 1e3
+        return credits_of(limits, models), ttl_s
+
+    def _later(self, timer: tuple[float, Callable[[float], None]]) -> None:
+        self._push(Later(*timer))
 
     def _ingress_admits(self, event: cev.Arrival) -> bool:
         """The ingress lets `event`'s request on to the scheduler (else it is rejected)."""

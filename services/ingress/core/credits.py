@@ -124,6 +124,19 @@ class CreditLedger:
         """Whether a live grant has a credit left for any model."""
         return self._live(now_s) and any(e.left > 0 for e in self._entries.values())
 
+    def due_before_take(self, model: str, now_s: float) -> bool:
+        """Whether to ask for a new grant before spending a credit on `model`: only once a
+        grant came (the first one is asked for after a full-path admission, never while the
+        scheduler only rejects), and when `refresh_due`."""
+        return bool(self.epoch) and self.refresh_due(model, now_s)
+
+    def due_after_take(self, model: str, application: str, now_s: float) -> bool:
+        """Whether to ask for a new grant at once after spending a credit on `application`:
+        the last one for `model`, or on that replica. As far as this grant goes the replica is
+        full, and the scheduler's admission must see it so before it admits more there (the
+        placement's notice would otherwise wait for its batch while other credits last)."""
+        return self.left(model, now_s) == 0 or self.left_on(application, now_s) == 0
+
     def refresh_due(self, model: str, now_s: float) -> bool:
         """Whether to ask for a new grant: none yet, half its life passed, or none left and a
         tenth of its life passed (no headroom: ask again soon, not at every request)."""

@@ -120,6 +120,25 @@ class LeaseBook:
             out[app] = w.limit
         return out
 
+    def offer(
+        self,
+        ingress: str,
+        replicas: Iterable[LiveReplica],
+        queued: int,
+        max_in_flight: int,
+        pooled: frozenset[str],
+        policy_takes_leases: bool,
+        now_s: float,
+    ) -> dict[str, int]:
+        """The scheduler's answer to `ingress`'s grant request (a `Sync` or `Lease` call) now:
+        `grant` over the seats the replicas offer (`free_seats`), none at all when the policy
+        cannot record placements made outside it (GlobalPolicy.supports_leases) or leases are
+        off."""
+        free = free_seats(replicas, queued, max_in_flight, pooled)
+        if not (self.config.enabled and policy_takes_leases):
+            free = dict.fromkeys(free, 0)
+        return self.grant(ingress, free, now_s)
+
     def forget_ingress(self, ingress: str) -> None:
         """Drop an ingress's windows (it restarted with a new id)."""
         for key in [k for k in self._windows if k[0] == ingress]:

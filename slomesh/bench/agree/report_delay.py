@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from services.scheduler.args import SchedulerArgs
+from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.live_view import LiveViewConfig
 
 SERVED = ("stop", "length")
@@ -50,6 +51,19 @@ def live_view(config: dict[str, Any], delays: Sequence[float], seed: int) -> Liv
     return LiveViewConfig(
         report_delays_s=tuple(delays), status_interval_s=interval_ms / 1e3, seed=seed
     )
+
+
+def sync_call_s(delays: Sequence[float]) -> float:
+    """One way of the ingress's `Sync` call to the scheduler, as the report log shows it: the
+    quickest report, one the outbox sent at once (a flush) and no batch interval held, spent
+    only the call (0 with no report measured)."""
+    return min(delays, default=0.0)
+
+
+def with_fast_path_call(ingress: SimIngressConfig, delays: Sequence[float]) -> SimIngressConfig:
+    """`ingress` with its simulated fast path's calls taking `sync_call_s(delays)` each way."""
+    fast = ingress.fast_path.model_copy(update={"call_s": sync_call_s(delays)})
+    return ingress.model_copy(update={"fast_path": fast})
 
 
 def describe(delays: Sequence[float], span_s: float = 0.0, replicas: int = 1) -> str:

@@ -82,6 +82,8 @@ class SimRun:
     scored_waits: list[ScoredWait]
     """The QLM estimator's scored predictions (empty for other stacks)."""
     policy: GlobalPolicy
+    on_credit: int | None = None
+    """Requests the ingress placed on lease credits (None: the fast path not simulated)."""
 
 
 def simulate(
@@ -120,4 +122,5 @@ def simulate(
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
     scored = list(tracker.scored()) if tracker is not None else []
-    return SimRun(shift_out(result.records, overhead), scored, sim.global_policy)
+    on_credit = sim.leases.placed if sim.leases is not None else None
+    return SimRun(shift_out(result.records, overhead), scored, sim.global_policy, on_credit)
