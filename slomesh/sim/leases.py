@@ -16,6 +16,8 @@ lease book grants; only the calls between them are simulated:
   when it returns;
 - a call reaches the scheduler `call_s` after it leaves, and its grant reaches the ingress
   `call_s` after that;
+- a request placed on a credit gives its seat back to its ingress replica's ledger when its
+  stream ends (`refill`), as live;
 - completion reports keep the delays the scheduler's report log measured live
   (slomesh/sim/live_view.py); the `Sync` that carried one answered with a grant, so a report
   reaching the books also carries the notices waiting in its ingress replica's outbox and sends
@@ -103,6 +105,8 @@ class SimLeases:
         """Their finishes, reported before the notice came: delivered right after it."""
         self.placed = 0
         """Requests placed on credits."""
+        self._on_credit: dict[str, tuple[_Ingress, str]] = {}
+        """Requests placed on credits and not finished: the ingress replica and the replica."""
 
     def take(self, ingress: int, request: Request, now_s: float) -> str | None:
         """The replica ingress replica `ingress` places `request` on with a credit (its notice
@@ -115,6 +119,7 @@ class SimLeases:
             return None
         self.placed += 1
         self._unnoticed.add(request.request_id)
+        self._on_credit[request.request_id] = (ing, credit.application)
         ing.notices.append((request, credit.application))
         if ing.ledger.due_after_take(request.model, credit.application, now_s):
             self._flush(ing, now_s)
@@ -127,6 +132,15 @@ class SimLeases:
         ing = self.ingresses[ingress]
         if ing.ledger.refresh_due(model, now_s):
             self._flush(ing, now_s)
+
+    def finished(self, request_id: str, now_s: float) -> None:
+        """`request_id`'s stream ended at its ingress: placed on a credit, its seat comes back
+        to that ingress replica's ledger (`CreditLedger.refill`, as the live FastPath's
+        `report` gives it back)."""
+        placed = self._on_credit.pop(request_id, None)
+        if placed is not None:
+            ing, application = placed
+            ing.ledger.refill(application, self.EPOCH, now_s)
 
     def unnoticed(self, request_id: str) -> bool:
         """Whether `request_id` was placed on a credit the scheduler has not heard of yet."""

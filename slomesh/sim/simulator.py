@@ -267,6 +267,8 @@ class Simulator:
             self.ingress.finished(
                 r.request_id, seq.num_output_tokens, seq.finish_s, seq.first_token_s
             )
+        if self.leases is not None:
+            self.leases.finished(r.request_id, seq.finish_s)
         if self.live is None:
             self.decide(
                 cev.Finish(r.request_id, instance, seq.num_output_tokens, r, now_s=seq.finish_s)

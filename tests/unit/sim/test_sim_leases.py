@@ -91,6 +91,10 @@ def test_the_last_credit_sends_its_notice_at_once_and_a_report_waits_for_its_not
     assert host.noticed == [] and reported == []
     _run(timers, 0.061)
     assert [n[0] for n in host.noticed] == ["r1"] and reported == [pytest.approx(0.06)]
+    # the next grant is still on its way (the timers ran to 0.061): the one credit is spent
+    assert leases.take(0, _req("r2"), 0.065) is None
+    leases.finished("r1", 0.066)  # r1's stream ended: its seat comes back to this ingress
+    assert leases.take(0, _req("r2"), 0.066) == "a"
 
 
 def _light(stack: str, fast_path: bool) -> Simulator:
