@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -65,10 +65,11 @@ class StreamRelay:
         tokens, reason = 0, "abort"
         call = open_stream(replica.application)
         accepted = False
+        opening: replica_pb2.ReplicaChunk | None = None
         try:
             for attempt in range(self.args.accept_retries + 1):
                 try:
-                    await self._accepted(call, replica.application)
+                    opening = await self._accepted(call, replica.application)
                     accepted = True
                     break
                 except CallFailed as err:
@@ -91,15 +92,16 @@ class StreamRelay:
                     replica = reply.replica
                     root.set_attribute("slomesh.readmitted", attempt + 1)
                     call = open_stream(replica.application)
-            async for chunk in call:
-                if not first and chunk.output_tokens:
-                    first = time.time()
-                    self.fast.first_token(req.request_id)  # its deferred prediction
-                    self.delivered.first_token(req.request_id)
-                tokens = chunk.output_tokens
-                if chunk.finished:
-                    reason = chunk.finish_reason
-                yield chunk
+            async with contextlib.aclosing(_after(opening, call)) as chunks:
+                async for chunk in chunks:
+                    if not first and chunk.output_tokens:
+                        first = time.time()
+                        self.fast.first_token(req.request_id)  # its deferred prediction
+                        self.delivered.first_token(req.request_id)
+                    tokens = chunk.output_tokens
+                    if chunk.finished:
+                        reason = chunk.finish_reason
+                    yield chunk
         except CallFailed as err:
             reason = "error"
             if not accepted:  # nothing reached the engine: the client may try again
@@ -133,10 +135,11 @@ class StreamRelay:
 
     async def _accepted(
         self, call: AsyncIterator[replica_pb2.ReplicaChunk], application: str
-    ) -> None:
-        """Wait for the replica's accept marker (its first, empty chunk): a replica that is gone
-        (its node lost, its actor not yet replaced) fails the request within
-        replica_accept_timeout_s with a clear error instead of holding the stream open."""
+    ) -> replica_pb2.ReplicaChunk | None:
+        """Wait for the replica's accept, its first chunk (empty, or the response's first
+        message: returned, to be passed on): a replica that is gone (its node lost, its actor
+        not yet replaced) fails the request within replica_accept_timeout_s with a clear error
+        instead of holding the stream open."""
         try:
             async with asyncio.timeout(self.args.replica_accept_timeout_s):
                 marker = await anext(call)
@@ -144,8 +147,8 @@ class StreamRelay:
             raise CallFailed(application, "DEADLINE_EXCEEDED", "no accept") from None
         except StopAsyncIteration:
             raise CallFailed(application, "UNAVAILABLE", "stream ended at once") from None
-        if marker.output_tokens or marker.finished or marker.text:
-            raise CallFailed(application, "INTERNAL", "stream did not start with its marker")
+        carries = marker.output_tokens or marker.finished or marker.text or marker.body
+        return marker if carries or marker.http_status else None
 
     async def _release_now(
         self, req: Request, replica: common_pb2.ReplicaRef, reason: str = "abort"
@@ -157,3 +160,13 @@ class StreamRelay:
         )
         with contextlib.suppress(APIError, CallFailed):
             await self._call(self.scheduler_of(req.request_id), "Report", report)
+
+
+async def _after(
+    opening: replica_pb2.ReplicaChunk | None, call: AsyncIterator[replica_pb2.ReplicaChunk]
+) -> AsyncGenerator[replica_pb2.ReplicaChunk, None]:
+    """The stream's chunks, the accept first when it carried the response's first message."""
+    if opening is not None:
+        yield opening
+    async for chunk in call:
+        yield chunk

@@ -120,8 +120,20 @@ class ReplicaDeployment:
         self._held.add(meta.request_id)
         self._pusher.start()  # from the first request on (no-op when push_state is off)
         try:
-            # accept marker: an empty first chunk tells the caller this replica has the request
-            yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
+            # accept: the first chunk tells the caller this replica has the request. vLLM's
+            # answer on a ready replica sends its first message within a message interval (the
+            # accept itself when nothing came by then); else an empty marker goes at once
+            serving = self._serving if request.HasField("http") and self._host is None else None
+            ready = serving is not None and not serving.loads_adapter(plan.request)
+            if not ready:
+                yield replica_pb2.ReplicaChunk(request_id=meta.request_id, time_unix_s=time.time())
+            if serving is not None and ready:
+                accept_s = self.args.stream_interval_ms / 1e3
+                async for chunk in self._answer(
+                    serving, plan.request, request.http, parent, accept_s
+                ):
+                    yield chunk
+                return
             if request.HasField("http"):
                 async for chunk in self._serve_http(plan.request, request.http, parent):
                     yield chunk
@@ -151,7 +163,12 @@ class ReplicaDeployment:
             yield chunk
 
     async def _answer(
-        self, serving: OpenAIServing, req: Any, http: replica_pb2.HttpCall, parent: Any
+        self,
+        serving: OpenAIServing,
+        req: Any,
+        http: replica_pb2.HttpCall,
+        parent: Any,
+        accept_s: float | None = None,
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         with self._tracer.start_as_current_span("execution", context=parent) as span:
             span.set_attribute("slomesh.replica", self.args.application)
@@ -160,7 +177,7 @@ class ReplicaDeployment:
             span.set_attribute("slomesh.route", http.path)
             t0 = time.monotonic()
             first = 0.0
-            async for chunk in serving.serve(req, http):
+            async for chunk in serving.serve(req, http, accept_s):
                 if not first and chunk.output_tokens:
                     first = time.monotonic()
                     span.add_event("first_token")

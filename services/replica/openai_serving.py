@@ -58,14 +58,20 @@ class OpenAIServing:
         """The adapters loaded now, least recently used first."""
         return self.adapters.names() if self.adapters is not None else []
 
+    def loads_adapter(self, request: Request) -> bool:
+        """Whether `serve` loads the request's adapter before vLLM's application answers."""
+        adapter = request.adapter
+        return adapter is not None and self.adapters is not None and self.adapters.serves(adapter)
+
     async def serve(
-        self, request: Request, http: replica_pb2.HttpCall
+        self, request: Request, http: replica_pb2.HttpCall, accept_s: float | None = None
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         """The call answered by vLLM's application, with the request's adapter loaded first
-        (an adapter this replica does not have is left to vLLM: its 404)."""
+        (an adapter this replica does not have is left to vLLM: its 404). With `accept_s`, the
+        first chunk comes within that time (response_pieces.py)."""
         adapter = request.adapter
         if adapter is None or self.adapters is None or not self.adapters.serves(adapter):
-            async for chunk in self._serve(request, http):
+            async for chunk in self._serve(request, http, accept_s):
                 yield chunk
             return
         try:
@@ -81,7 +87,7 @@ class OpenAIServing:
             await self.adapters.release(adapter)
 
     async def _serve(
-        self, request: Request, http: replica_pb2.HttpCall
+        self, request: Request, http: replica_pb2.HttpCall, accept_s: float | None = None
     ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
         rid = request.request_id
         followed = self.client.follow(rid)
@@ -99,7 +105,10 @@ class OpenAIServing:
             SERVING.reset(token)
         try:
             tokens = lambda: followed.output_tokens  # noqa: E731
-            async for piece in pieces(exchange, tokens, self.interval_s, self.heartbeat_s):
+            gathered = pieces(
+                exchange, tokens, self.interval_s, self.heartbeat_s, accept_s=accept_s
+            )
+            async for piece in gathered:
                 if piece.start is not None:
                     status = piece.start.status
                 if piece.last:  # goes on the final chunk, with the counts

@@ -18,6 +18,9 @@ reads are vLLM's, in order):
 - after `heartbeat_s` without a message an empty one goes out, so the caller's idle timeout
   tells a silent replica from a busy one (a queued request, a response that is not streamed).
 `interval_s` 0 sends whatever has gathered at each wake-up.
+With `accept_s`, the first message goes out within that time whatever it carries (an empty
+one, or the status and headers alone, when nothing more came): the caller takes the first
+message as the replica's accept.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ async def pieces(
     interval_s: float,
     heartbeat_s: float,
     clock: Callable[[], float] = time.monotonic,
+    accept_s: float | None = None,
 ) -> AsyncIterator[Piece]:
     """The response of `exchange` regrouped as the module docstring says; ends after the piece
     with `last` set. An exception of the application comes after what preceded it."""
@@ -55,10 +59,13 @@ async def pieces(
     last_sent = clock()
     held: ResponseStart | None = None
     """The response's start, waiting for the body's first bytes."""
+    accept_by = None if accept_s is None else last_sent + accept_s
+    """When the first message is due (None: sent, or no limit)."""
     while True:
-        if not await exchange.wait(heartbeat_s):
+        wait_s = heartbeat_s if accept_by is None else max(0.0, accept_by - clock())
+        if not await exchange.wait(min(wait_s, heartbeat_s)):
             yield Piece(held, b"", output_tokens())
-            held = None
+            held = accept_by = None
             last_sent = clock()
             continue
         if interval_s > 0 and 0 < first_tokens < output_tokens():
@@ -73,7 +80,7 @@ async def pieces(
         if not body and not last:
             held = start
             continue
-        held = None
+        held = accept_by = None
         if tokens and not first_tokens:
             first_tokens = tokens
         last_sent = clock()
