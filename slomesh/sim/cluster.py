@@ -35,6 +35,10 @@ class ClusterSpec(BaseModel):
     """Instance kinds; a cluster needs at least one instance."""
     engine: EngineConfig = EngineConfig()
     """Engine settings; the serving stack overrides queue policy, batching and preemption mode."""
+    concurrent_load_slowdown: float = Field(0.0, ge=0)
+    """The instances share one host's CPUs, and a model load (an engine restart) runs at
+    1 / (1 + this x (k - 1)) of its profiled speed while k loads run at once
+    (slomesh/sim/host_loads.py); 0: every load takes its profiled time, whatever else loads."""
 
     @model_validator(mode="after")
     def _positive(self) -> ClusterSpec:

@@ -18,6 +18,7 @@ from services.replica.core.sequence import Sequence
 from services.scheduler.core import events as cluster
 from shared.domain import Request
 from shared.domain.engine import SliceEntry
+from slomesh.sim.host_loads import HostLoads
 from slomesh.sim.host_speed import stretch
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ class EventLoop(Protocol):
     def probe(self, now_s: float) -> list[Event]:
         """The scheduler's Status probe of every instance; the next probe, while one is due."""
         ...
+
+    host_loads: HostLoads | None
+    """The instances' model loads on one shared host (None: loads never slow each other)."""
 
 
 class EventOrder(IntEnum):
@@ -88,7 +92,10 @@ class Schedule:
             return []
         stretch(inst.core, plan, inst.speed)
         inst.in_flight = plan
-        return [StepEnd(plan.end_s, inst, plan)]
+        moved = []
+        if sim.host_loads is not None and plan.kind is StepKind.LOAD_MODEL:
+            moved = [(i, p) for i, p in sim.host_loads.start(inst, plan) if i is not inst]
+        return [*(StepEnd(p.end_s, i, p) for i, p in moved), StepEnd(plan.end_s, inst, plan)]
 
 
 @dataclass(slots=True)
@@ -100,8 +107,13 @@ class StepEnd:
 
     def handle(self, sim: EventLoop) -> list[Event]:
         inst = self.instance
+        if inst.in_flight is not self.plan or self.time_s != self.plan.end_s:
+            return []  # a load whose end moved (host_loads.py): its new end is due instead
         result = inst.core.update(self.plan)
         inst.in_flight = None
+        moved = []  # loads on the host that speed up now this one ended (host_loads.py)
+        if sim.host_loads is not None and self.plan.kind is StepKind.LOAD_MODEL:
+            moved = sim.host_loads.end(inst, self.time_s)
         for seq in result.finished:
             sim.record_finish(seq, inst.name)
         for seq in result.sliced:
@@ -111,7 +123,7 @@ class StepEnd:
             sim.decide(cluster.SliceEnd(entry, inst.name, now_s=self.time_s))
         sim.decide(cluster.StepEnd(inst.name, now_s=self.time_s))
         inst.schedule_pending = True
-        return [Schedule(self.time_s, inst)]
+        return [*(StepEnd(p.end_s, i, p) for i, p in moved), Schedule(self.time_s, inst)]
 
 
 @dataclass(slots=True)

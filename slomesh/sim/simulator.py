@@ -27,6 +27,7 @@ from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.events import Arrival, Delivered, Event, Later, Probe, Schedule, Tick
+from slomesh.sim.host_loads import HostLoads
 from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.instance import SimInstance
 from slomesh.sim.leases import SimLeases, credits_of
@@ -66,6 +67,9 @@ class Simulator:
         self._ingress_of: dict[str, int] = {}
         """Requests let in by a simulated ingress replica, until their report: which one."""
         self.global_policy = stack.global_policy(simulated=True)
+        slowdown = cluster.concurrent_load_slowdown
+        self.host_loads = HostLoads(slowdown) if slowdown > 0 else None
+        """The instances' model loads on one shared host (None: loads never slow each other)."""
         engine = cluster.engine.model_copy(
             update={
                 "queue_policy": stack.queue_policy,
