@@ -31,12 +31,14 @@ from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from shared.profiles.io import load_profiles, save_profiles
 from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
+from slomesh.bench.agree.load_overlap import fit_load_slowdown
 from slomesh.bench.agree.outcomes import outcomes
 from slomesh.bench.agree.page import update_page
 from slomesh.bench.agree.report_delay import describe, live_view, with_fast_path_call
 from slomesh.bench.agree.scenario import (
     LiveScenario,
     apply_scenario,
+    profile_swap_s,
     scenario_trace,
     scenario_workload,
     simulate_scenario,
@@ -209,9 +211,11 @@ def run(args: argparse.Namespace) -> int:
         loop_lag_s: float = 0.0,
         speed: HostSpeed | None = None,
         delays: Sequence[float] = (),
+        swaps: dict[str, dict[str, Any]] | None = None,
     ) -> HardwareProfile:
         """`p` simulated once per --sim-seeds seed (the median seed's run is kept); its profile
-        as the page describes it (with the policy's view)."""
+        as the page describes it (with the policy's view). `swaps`: the live replicas' swap
+        logs (a scenario's loads at once slow each other as they did there)."""
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
@@ -221,14 +225,30 @@ def run(args: argparse.Namespace) -> int:
             config = live_config(args, spec, None)
         admission, ingress = sim_admission(config)
         ingress = with_fast_path_call(ingress, delays)
+        books = args.policy_view == "books"
+        span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
+        view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
         if scen is not None:
-            run_, sim_swaps[p] = simulate_scenario(scen.spec, stack, trace, admission, ingress)
+            fit = fit_load_slowdown(swaps or {}, profile_swap_s(load_profiles(args.profile)))
+            run_, sim_swaps[p] = simulate_scenario(
+                scen.spec,
+                stack,
+                trace,
+                admission,
+                ingress,
+                load_slowdown=fit.slowdown,
+                view=live_view(config, delays, args.sim_seeds[0]) if books else None,
+            )
+            prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
+            if fit.overlapping:
+                loads = f"loads at once slowed {fit.slowdown:.2f} per other load"
+                fitted = f"fitted on {fit.overlapping} overlapping live swaps"
+                prof = replace(prof, source=f"{prof.source}; {loads}, {fitted}")
         else:
             requests = [r.to_request(prof.model) for r in trace]
             if plans_on_hints(stack):  # the live predictor's hints (agree/hints.py)
                 warm, found = calibration.values(), predictor_of(config)
                 requests = with_live_hints(requests, trace, warm, prompt_of, *found)
-            books = args.policy_view == "books"
             runs = [
                 simulate(
                     prof,
@@ -245,8 +265,6 @@ def run(args: argparse.Namespace) -> int:
                 for seed in args.sim_seeds
             ]
             run_, sim_seeds_pct[p] = median_run(runs)
-            span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
-            view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
             prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
             if run_.on_credit is not None:
                 sim_on_credit[p] = run_.on_credit
@@ -302,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
         with priority(15):
             delays = res.report_delays.get(p, [])
             res.profiles[p] = simulated(
-                p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p), delays
+                p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p), delays, res.swaps.get(p)
             )
         publish(res, prof)
 

@@ -72,5 +72,8 @@ def reuse_live(
         }
         if stack in env:
             res.env[stack] = env[stack]
+        swaps = report.get("swaps", {}).get(stack, {}).get("by_replica")
+        if swaps:  # the replicas' swap logs (the simulator's load slowdown is fitted on them)
+            res.swaps[stack] = swaps
         derive(args, spec, trace, profile, replicas, stack, cal, res, src)
     return res

@@ -37,6 +37,7 @@ from slomesh.bench.agree.workload import AgreeClass, AgreeRequest, AgreeWorkload
 from slomesh.bench.scenarios import SCENARIOS, ScenarioSpec
 from slomesh.launch.mesh import DEPLOY_DIR
 from slomesh.sim.ingress import SimIngressConfig
+from slomesh.sim.live_view import LiveViewConfig
 from slomesh.sim.scheduler import SimAdmissionConfig
 from slomesh.sim.simulator import Simulator
 from slomesh.stacks import StackConfig
@@ -132,11 +133,17 @@ def simulate_scenario(
     admission: SimAdmissionConfig,
     ingress: SimIngressConfig,
     overhead_s: float = 0.0,
+    load_slowdown: float = 0.0,
+    view: LiveViewConfig | None = None,
 ) -> tuple[SimRun, dict[str, int]]:
     """The trace on the scenario's cluster behind the live config's admission; the run and
-    the swaps each of its instances made."""
+    the swaps each of its instances made. `load_slowdown`: the cluster's
+    concurrent_load_slowdown (loads at once on its host; load_overlap.py fits it live);
+    `view`: the policy reads the scheduler's books (slomesh/sim/live_view.py; None: the
+    engines)."""
     requests = shift_in([r.to_request(r.model or "") for r in trace], overhead_s)
-    sim = Simulator(sc.cluster, stack, requests, admission=admission, ingress=ingress)
+    cluster = sc.cluster.model_copy(update={"concurrent_load_slowdown": load_slowdown})
+    sim = Simulator(cluster, stack, requests, admission=admission, ingress=ingress, live_view=view)
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
     scored = list(tracker.scored()) if tracker is not None else []
