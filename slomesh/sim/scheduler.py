@@ -88,7 +88,7 @@ class SimBooks(LiveReplica):
 
 def _books(inst: SimInstance) -> SimBooks:
     profiles = dict(inst.core.tiers.profiles)
-    model = next(iter(profiles))
+    model = inst.core.tiers.active or next(iter(profiles))
     return SimBooks(
         application=inst.name,
         gpu_name=inst.gpu,
@@ -96,6 +96,9 @@ def _books(inst: SimInstance) -> SimBooks:
         profile_=profiles[model],
         token_budget=inst.token_budget,
         max_num_seqs=inst.max_num_seqs,
+        # its other models, as a live replica lists its swap_models (a replica that may swap
+        # offers no lease credits: core/leases.py)
+        swap_profiles={m: p for m, p in profiles.items() if m != model},
         profiles=profiles,
     )
 

@@ -104,3 +104,16 @@ def test_the_books_keep_what_the_probes_answer_as_the_live_shell_does(stack: str
         n: st.deadline_ordered for n, st in engines.items()
     }
     assert any(st.deadline_ordered for st in engines.values()) is (stack == "edf")
+
+
+def test_the_books_of_an_instance_list_its_other_models_as_swap_models() -> None:
+    """As a live replica lists its swap_models: the lease book offers a replica that may swap
+    no credits (services/scheduler/core/leases.py), the simulated one included."""
+    sc = SCENARIOS.create("many-models")
+    sim = Simulator(sc.cluster, STACKS.create("serve-multiplex"), [], live_view=LiveViewConfig())
+    books = sim.scheduler.admission.replicas
+    starts = {i.name: i.status().active_model for i in sim.instances}
+    for name, b in books.items():
+        assert b.model == starts[name]
+        assert set(b.swap_profiles) == set(b.models) - {starts[name]}
+        assert set(b.models) == {"tiny-llama", "tiny-llama-b", "tiny-llama-c"}
