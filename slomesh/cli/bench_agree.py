@@ -230,15 +230,20 @@ def run(args: argparse.Namespace) -> int:
         view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
         if scen is not None:
             fit = fit_load_slowdown(swaps or {}, profile_swap_s(load_profiles(args.profile)))
-            run_, sim_swaps[p] = simulate_scenario(
-                scen.spec,
-                stack,
-                trace,
-                admission,
-                ingress,
-                load_slowdown=fit.slowdown,
-                view=live_view(config, delays, args.sim_seeds[0]) if books else None,
-            )
+            scen_runs = [
+                simulate_scenario(
+                    scen.spec,
+                    stack,
+                    trace,
+                    admission,
+                    ingress.model_copy(update={"routing_seed": seed}),
+                    load_slowdown=fit.slowdown,
+                    view=live_view(config, delays, seed) if books else None,
+                )
+                for seed in args.sim_seeds
+            ]
+            run_, sim_seeds_pct[p] = median_run([r for r, _ in scen_runs])
+            sim_swaps[p] = next(made for r, made in scen_runs if r is run_)
             prof = replace(prof, source=f"{prof.source}; {view if books else 'the engines'}")
             if fit.overlapping:
                 loads = f"loads at once slowed {fit.slowdown:.2f} per other load"
