@@ -57,6 +57,15 @@ def calibrate_rates(text: str) -> list[float]:
     return rates
 
 
+def _trace_parts(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--classes {args.classes}",
+        f"--replicas {args.replicas}",
+        f"--max-num-seqs {args.max_num_seqs}",
+        f"--max-num-batched-tokens {args.max_num_batched_tokens}",
+    ]
+
+
 def command_line(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (the page lists it)."""
     parts = [
@@ -66,20 +75,14 @@ def command_line(args: argparse.Namespace) -> str:
         f"--rate {args.rate:g}",
         f"--seed {args.seed}",
     ]
-    if args.scenario is not None:
+    if args.scenario is not None:  # the scenario fixes the mesh, the profile, no calibration
         parts += [f"--scenario {args.scenario}"]
         parts += ["--sim-only"] * args.sim_only
         parts += [f"--live-lock {args.live_lock}"] * (args.live_lock is not None)
-        return " ".join([*parts, f"--page {args.page}"])
-    parts += [
-        f"--classes {args.classes}",
-        f"--replicas {args.replicas}",
-        f"--max-num-seqs {args.max_num_seqs}",
-        f"--max-num-batched-tokens {args.max_num_batched_tokens}",
-    ]
-    if args.sim_only:
-        parts += ["--sim-only", f"--profile {args.profile}"]
+    elif args.sim_only:
+        parts += [*_trace_parts(args), "--sim-only", f"--profile {args.profile}"]
     else:
+        parts += _trace_parts(args)
         rates = ",".join(f"{r:g}" for r in args.calibrate_rates)
         parts += [f"--calibrate-requests {args.calibrate_requests}", f"--calibrate-rate {rates}"]
         if args.host_speed_window_s != 1.0:
