@@ -148,14 +148,18 @@ class QueueEstimator:
         return (status.waiting + 1) * self._mean_out / r.theta_tok_s
 
     def swap_costs(self, name: str, models: set[str] | None = None) -> dict[str, float]:
-        """Load time of each model on `name` (default: the models of its queue); nothing when
-        the swap LSO is off (the planner then ignores swaps)."""
+        """Seconds a transition to each model takes on `name` (default: the models of its
+        queue): `transition_s` where a run of another model may precede it, its load time
+        (0 for the active model) where the models hold one only; nothing when the swap LSO
+        is off (the planner then ignores swaps)."""
         if not self.cfg.lso.swap:
             return {}
         if models is None:
             models = {self.grouper.group(g).model for g in self.vqs.order(name)}
         inst = self.instances[name]
-        return {m: inst.load_time_s(m) for m in models}
+        if len(models) < 2:  # no run of another model to come back from
+            return {m: inst.load_time_s(m) for m in models}
+        return {m: transition_s(inst, m) for m in models}
 
     def swap_lead_s(self, inst: InstanceView, group: RequestGroup) -> float:
         """From a swap decided on `inst` to `group` served there: the running batch's drain,
@@ -228,6 +232,22 @@ class QueueEstimator:
 
     def _models(self) -> set[str]:
         return {g.model for g in self.grouper.groups() if g.size > 0}
+
+
+def transition_s(inst: InstanceView, model: str) -> float:
+    """Seconds `inst` takes to serve `model` again after a run of another model: the planner
+    charges a swap only where a run follows one of another model (rwt.py `queue_estimates`,
+    the solvers' transitions), so even the model `inst` has active (or is loading: its
+    load_time_s is then 0) costs its way back from host memory, where the swap away leaves it;
+    any other model its load time from its tier now. 0 only for a model with no profile."""
+    t = inst.load_time_s(model)
+    if t > 0:
+        return t
+    try:
+        p = inst.profile(model)
+    except ValueError:  # no profile (a live model outside the catalogue): nothing known
+        return t
+    return p.weight_bytes / p.swap_bytes_s
 
 
 def _step(tokens: float) -> int:
