@@ -178,6 +178,16 @@ def run_up(args: argparse.Namespace) -> int:
             config = with_shards(config, args.shards)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    if args.allow_unauthenticated_public_listeners:
+        config = listeners.allow_public_listeners(config)
+    # refused before anything is built or started
+    try:
+        found = listeners.listeners(config, args.metrics_host, args.metrics_port)
+        mesh.check_transport(config)
+        listeners.check_exposure(config, found)
+        listeners.check_ports_free(found, wait_s=mesh.START_PORT_WAIT_S)
+    except (ValueError, listeners.PortTaken, listeners.PublicWithoutKeys) as err:
+        raise UsageError(str(err)) from None
     from services.replica.vllm.tiny_models import build_named_tiny_model, tiny_models_in
 
     # the tiny models the config names (vLLM checkpoints, simulated replicas' tokenizers) that
@@ -189,15 +199,6 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"built the random-weight adapter {path}")
     except ValueError as err:
         raise UsageError(f"--config: {err}") from None
-    if args.allow_unauthenticated_public_listeners:
-        config = listeners.allow_public_listeners(config)
-    try:
-        found = listeners.listeners(config, args.metrics_host, args.metrics_port)
-        mesh.check_transport(config)
-        listeners.check_exposure(config, found)
-        listeners.check_ports_free(found, wait_s=mesh.START_PORT_WAIT_S)
-    except (ValueError, listeners.PortTaken, listeners.PublicWithoutKeys) as err:
-        raise UsageError(str(err)) from None
     try:
         try:
             took = mesh.start(
