@@ -14,6 +14,7 @@ from services.replica.asgi_call import Exchange
 from services.replica.deployment import ReplicaDeployment
 from services.replica.response_pieces import Piece, pieces
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
+from tests.unit.replica.simulated_replica import SIMULATED_REPLICA_ARGS
 from tests.unit.replica.test_replica_response_pieces import _Streamer
 
 
@@ -39,13 +40,7 @@ def test_the_first_message_goes_within_accept_s_whatever_it_carries() -> None:
     assert out[0].start is not None and out[0].body.startswith(b"role;")
 
 
-ARGS = {
-    "engine": "simulated",
-    "model": "llama-3.1-8b",
-    "gpu": "A100-80GB",
-    "step_time_scale": 0.0,
-    "grpc_host": "",
-}
+ARGS = SIMULATED_REPLICA_ARGS
 
 
 def _generate(rid: str) -> replica_pb2.ReplicaGenerateRequest:

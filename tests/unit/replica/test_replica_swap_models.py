@@ -14,15 +14,9 @@ from services.replica.deployment import ReplicaDeployment
 from shared.rpc.invalid_argument import InvalidMessage
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, MESH_TOKEN_METADATA
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2
+from tests.unit.replica.simulated_replica import SIMULATED_REPLICA_ARGS
 
-ARGS = {
-    "engine": "simulated",
-    "model": "llama-3.1-8b",
-    "gpu": "A100-80GB",
-    "step_time_scale": 0.0,
-    "grpc_host": "",
-    "swap_models": {"mistral-7b": {}},
-}
+ARGS = {**SIMULATED_REPLICA_ARGS, "swap_models": {"mistral-7b": {}}}
 
 
 def generate(model: str, rid: str) -> replica_pb2.ReplicaGenerateRequest:

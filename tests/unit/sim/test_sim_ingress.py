@@ -3,7 +3,6 @@ per ingress replica, and the delivered-latency guard fed with the simulated stre
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -13,16 +12,13 @@ from services.replica.core.sequence import Sequence
 from services.scheduler.core import events as cev
 from services.scheduler.core.output import Rejection
 from shared.domain import SLO, Request
-from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
-from shared.profiles.io import load_profiles
-from slomesh.bench.agree.workload import AgreeWorkloadSpec, generate_agree_workload, parse_classes
-from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.simulator import Simulator
 from slomesh.stacks import STACKS
+from tests.unit.sim.tiny_cpu import tiny_cpu_cluster
 
-PROFILE = Path(__file__).resolve().parents[3] / "deploy/ray/profiles/cpu-tiny-llama.json"
 NO_GUARD = DeliveredGuardConfig(enabled=False)
 
 
@@ -68,16 +64,7 @@ def test_an_admission_opens_the_key_and_no_hold_off_holds_nothing() -> None:
 def _overload() -> tuple[ClusterSpec, list[Request]]:
     """Two CPU replicas of the tiny model with 2 seats each, a 2 s class beside a 10 s one, far
     past their capacity."""
-    profile = load_profiles(PROFILE)[0]
-    spec = AgreeWorkloadSpec(
-        classes=parse_classes("short:0.4:2:16:32-128,long:0.6:10:256:64-256"),
-        requests=400,
-        rate_rps=40.0,
-    )
-    reqs = [r.to_request(profile.model) for r in generate_agree_workload(spec, 0)]
-    inst = InstanceSpec(gpu="cpu", models=[profile.model], count=2, profile_file=str(PROFILE))
-    engine = EngineConfig(max_num_seqs=2, max_num_batched_tokens=2048)
-    return ClusterSpec(instances=[inst], engine=engine), reqs
+    return tiny_cpu_cluster(requests=400, rate_rps=40.0)
 
 
 def test_the_delivered_guard_learns_from_the_simulated_streams_and_turns_requests_away() -> None:

@@ -4,24 +4,19 @@ lease book, the outbox's timing, and a report never reaching the books before it
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from services.ingress.core.credits import Credit
 from services.ingress.core.delivered import DeliveredGuardConfig
 from shared.domain import SLO, Request
-from shared.domain.engine import EngineConfig
-from shared.profiles.io import load_profiles
-from slomesh.bench.agree.workload import AgreeWorkloadSpec, generate_agree_workload, parse_classes
-from slomesh.sim.cluster import ClusterSpec, InstanceSpec
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.leases import SimLeaseConfig, SimLeases
 from slomesh.sim.live_view import LiveViewConfig
 from slomesh.sim.simulator import Simulator
 from slomesh.stacks import STACKS
+from tests.unit.sim.tiny_cpu import tiny_cpu_cluster
 
-PROFILE = Path(__file__).resolve().parents[3] / "deploy/ray/profiles/cpu-tiny-llama.json"
 NO_GUARD = DeliveredGuardConfig(enabled=False)
 
 
@@ -99,17 +94,7 @@ def test_the_last_credit_sends_its_notice_at_once_and_a_report_waits_for_its_not
 
 def _light(stack: str, fast_path: bool) -> Simulator:
     """Two CPU replicas of the tiny model, 2 seats each, at a light load behind the ingress."""
-    profile = load_profiles(PROFILE)[0]
-    spec = AgreeWorkloadSpec(
-        classes=parse_classes("short:0.4:2:16:32-128,long:0.6:10:256:64-256"),
-        requests=150,
-        rate_rps=3.0,
-    )
-    reqs = [r.to_request(profile.model) for r in generate_agree_workload(spec, 0)]
-    inst = InstanceSpec(gpu="cpu", models=[profile.model], count=2, profile_file=str(PROFILE))
-    cluster = ClusterSpec(
-        instances=[inst], engine=EngineConfig(max_num_seqs=2, max_num_batched_tokens=2048)
-    )
+    cluster, reqs = tiny_cpu_cluster(requests=150, rate_rps=3.0)
     ingress = SimIngressConfig(
         delivered_guard=NO_GUARD,
         routing="fewest-ongoing",

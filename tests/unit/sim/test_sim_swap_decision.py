@@ -43,6 +43,18 @@ def _req(rid: str, model: str) -> Request:
     return Request(rid, model, 64, 4, 0.0, SLO(60.0), true_output_tokens=4)
 
 
+def _a1_then_a_swap_to_c() -> tuple[SimInstance, SimApplier, Decisions]:
+    """An engine on tiny-llama and decisions (not yet applied) that place a1 on it and order a
+    swap to tiny-llama-c behind it."""
+    inst = _instance()
+    applier = SimApplier(_Host())
+    applier.add_instance(inst)
+    out = Decisions(0.0)
+    out.place(_req("a1", "tiny-llama"), inst)
+    out.swap(inst, "tiny-llama-c")
+    return inst, applier, out
+
+
 def _run(inst: SimInstance, now_s: float) -> list[tuple[StepKind, str | None]]:
     """Step the engine until it is idle; the kind of each step and the model it loaded."""
     steps = []
@@ -86,12 +98,7 @@ def test_a_swap_to_the_active_model_is_nothing_to_do() -> None:
 
 
 def test_an_order_back_to_the_active_model_cancels_one_not_carried_out() -> None:
-    inst = _instance()
-    applier = SimApplier(_Host())
-    applier.add_instance(inst)
-    out = Decisions(0.0)
-    out.place(_req("a1", "tiny-llama"), inst)
-    out.swap(inst, "tiny-llama-c")
+    inst, applier, out = _a1_then_a_swap_to_c()
     applier.apply(out.build())
     back = Decisions(0.0)
     back.swap(inst, "tiny-llama")  # before a1 finished: the swap has not begun
@@ -101,12 +108,7 @@ def test_an_order_back_to_the_active_model_cancels_one_not_carried_out() -> None
 
 
 def test_a_third_models_head_goes_before_an_ordered_swap_and_status_names_the_load() -> None:
-    inst = _instance()
-    applier = SimApplier(_Host())
-    applier.add_instance(inst)
-    out = Decisions(0.0)
-    out.place(_req("a1", "tiny-llama"), inst)
-    out.swap(inst, "tiny-llama-c")
+    inst, applier, out = _a1_then_a_swap_to_c()
     out.place(_req("b1", "tiny-llama-b"), inst)  # heads the line once a1 is done
     applier.apply(out.build())
     loads, during = [], []
