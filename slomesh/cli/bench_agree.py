@@ -10,9 +10,10 @@ the trace), one at a time under the host's live lock; one calibration trace per
 profile (slomesh/bench/agree/calibrate.py); its decode step is then fitted on the trace itself
 and the host's speed over the trace measured (--host-speed-window, agree/host_speed.py).
 Sim, after each stack's live run: the same requests, replica count, engine limits and stack on
-`ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), behind the
-live config's scheduler and ingress admission (the ingress's delivered-latency guard and reject
-hold-off included: slomesh/sim/ingress.py). Reports and exits 0; it does not assert targets.
+`ProfiledSimulator` with the calibrated profile (--sim-only: --profile as given), its scheduler
+planning with --profile as the live one does, behind the live config's scheduler and ingress
+admission (the ingress's delivered-latency guard and reject hold-off included:
+slomesh/sim/ingress.py). Reports and exits 0; it does not assert targets.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
                     loop_lag_s,
                     speed,
                     live_view(config, delays, seed) if books else None,
+                    planning=profile,  # the file the live scheduler plans with
                 )
                 for seed in args.sim_seeds
             ]

@@ -17,11 +17,16 @@ arrival; with `books` (the live view, slomesh/sim/live_view.py) the policy reads
 the live policy does, hears no step end (a finish, reported when the simulator delivers it,
 lets its replica pull, as a live report does), and the guard reads the reports the simulator
 hands it (`probe`) at the live Status interval.
+
+The books plan with the profiles the live scheduler is given (`plan_with`: its published
+profile files, which it never recalibrates), where those differ from the simulated engines'
+(a profile calibrated on the live mesh): the TTFT guard's prediction and the placers' estimates
+are then the live ones, while the engines run at the speed measured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -86,8 +91,8 @@ class SimBooks(LiveReplica):
         return self.profiles[model]
 
 
-def _books(inst: SimInstance) -> SimBooks:
-    profiles = dict(inst.core.tiers.profiles)
+def _books(inst: SimInstance, planning: Mapping[str, HardwareProfile]) -> SimBooks:
+    profiles = {m: planning.get(m, p) for m, p in inst.core.tiers.profiles.items()}
     model = inst.core.tiers.active or next(iter(profiles))
     return SimBooks(
         application=inst.name,
@@ -117,8 +122,10 @@ class SimScheduler:
         self.cfg = config
         self.books = books
         self.views = list(instances)
+        self.planning: dict[str, HardwareProfile] = {}
+        """The profiles the books plan with, by model, in place of the engines' (`plan_with`)."""
         self.admission = AdmissionCore(
-            [_books(i) for i in instances],
+            [_books(i, self.planning) for i in instances],
             policy,
             label,
             config.max_in_flight_per_replica,
@@ -139,12 +146,23 @@ class SimScheduler:
 
     def add_instance(self, inst: SimInstance, serving: bool) -> None:
         """An instance joins (an autoscaled run starts one); it takes arrivals once serving."""
-        books = _books(inst)
+        books = _books(inst, self.planning)
         books.healthy = serving
         self.views.append(inst)
         self.admission.replicas[inst.name] = books
         self.admission.core.add_instance(books if self.books else inst)
         self.admission.core.healthy[inst.name] = serving
+
+    def plan_with(self, profiles: Mapping[str, HardwareProfile]) -> None:
+        """The books plan with `profiles` (by model) in place of the engines' own, as the live
+        scheduler plans with the profile files it is given (before the run starts)."""
+        self.planning = dict(profiles)
+        for inst in self.views:
+            books = self.admission.replicas.get(inst.name)
+            if isinstance(books, SimBooks):
+                fresh = _books(inst, self.planning)
+                books.profile_, books.profiles = fresh.profile_, fresh.profiles
+                books.swap_profiles = fresh.swap_profiles
 
     def serving(self, names: set[str], now_s: float) -> None:
         """Only `names` take new arrivals (an autoscaled run drains the others)."""

@@ -10,7 +10,9 @@ profile's submit overhead (the live hops before an engine
 sees a request, calibrate.py) delays each request's arrival at the simulated scheduler; records
 are dated from when it was sent; the ingress's guard gets the overhead as its hops and the
 ingress loop's delay measured live. A measured `HostSpeed` (slomesh/sim/host_speed.py) slows
-every replica's steps as the live host's speed was over the trace.
+every replica's steps as the live host's speed was over the trace. The scheduler's books plan
+with `planning`, the profile the live scheduler was given (`slomesh up --profile`): it plans with
+that file, not with the speed calibrated on its mesh (slomesh/sim/scheduler.py `plan_with`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ProfiledSimulator(Simulator):
         ingress: SimIngressConfig | None = None,
         host_speed: HostSpeed | None = None,
         live_view: LiveViewConfig | None = None,
+        planning: HardwareProfile | None = None,
     ) -> None:
         cluster = ClusterSpec(
             instances=[_STAND_IN.model_copy(update={"count": replicas})], engine=engine
@@ -74,6 +77,8 @@ class ProfiledSimulator(Simulator):
         )
         for inst in self.instances:
             inst.speed = host_speed
+        if planning is not None:
+            self.scheduler.plan_with({planning.model: planning})
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ def simulate(
     loop_lag_s: float = 0.0,
     host_speed: HostSpeed | None = None,
     live_view: LiveViewConfig | None = None,
+    planning: HardwareProfile | None = None,
 ) -> SimRun:
     """`requests` on the simulator; `admission` and `ingress`: the live scheduler's and
     ingress's admission settings (the live mesh's config), simulated in front of the stack;
@@ -104,7 +110,8 @@ def simulate(
     (the ingress loop's delay measured live) as time spent (slomesh/sim/ingress.py);
     `host_speed`: the live host's speed over the trace (None: the profile's throughout);
     `live_view`: the policy reads the scheduler's books, reported late, as live
-    (slomesh/sim/live_view.py; None: the engines' exact state)."""
+    (slomesh/sim/live_view.py; None: the engines' exact state); `planning`: the profile the
+    live scheduler plans with (None: `profile`)."""
     overhead = profile.submit_overhead_s
     if ingress is not None:
         ingress = ingress.model_copy(update={"hops_s": overhead, "loop_lag_s": loop_lag_s})
@@ -118,6 +125,7 @@ def simulate(
         ingress,
         host_speed,
         live_view,
+        planning,
     )
     result = sim.run()
     tracker = getattr(sim.global_policy, "rwt_error", None)
