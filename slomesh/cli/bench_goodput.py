@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"systems to start one after another, in this order: any of {','.join(SYSTEMS)} "
         "(slomesh: the shipped config's replicas, one, through the front door; slomesh-1: "
         "its first replica only; slomesh-no-priority: slomesh with its engines left at the "
-        "mesh's CPU priority, vllm.engine_nice: null)",
+        "mesh's CPU priority, vllm.engine_nice: null); slomesh+A+B: slomesh with engine CPU "
+        "variants A, B (nice-5, nice-15, nice-20: vllm.engine_nice; batch, idle: "
+        "vllm.mesh_sched_policy; pin: vllm.engine_cpus, the highest CPU)",
     )
     p.add_argument(
         "--url",
@@ -108,8 +110,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def parse_systems(text: str) -> list[str]:
+    from slomesh.bench.compare.run import variant_settings
+
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SYSTEMS]
+    try:
+        unknown = [n for n in names if n not in SYSTEMS and variant_settings(n) is None]
+    except ValueError as err:
+        raise UsageError(f"--systems: {err}") from None
     if unknown:
         raise UsageError(
             f"--systems: unknown system(s) {', '.join(unknown)}; valid: {', '.join(SYSTEMS)}"

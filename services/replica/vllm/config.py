@@ -83,6 +83,16 @@ class VLLMEngineConfig(BaseModel):
     processes run at nice 0 (Ray's workers at their parent's, `RAY_worker_niceness`). A value
     below the current one needs CAP_SYS_NICE; without it the engine keeps its priority and the
     replica logs why. None: leave it."""
+    mesh_sched_policy: Literal["batch", "idle"] | None = None
+    """Linux scheduling class the replica gives the Ray node's other processes (the raylet and
+    its workers: the mesh's control plane, the engine excepted) once the engine has started,
+    and again a while later for workers started meanwhile (vllm/cpu_placement.py). "batch":
+    their wake-ups never preempt the running engine, their CPU share is kept; "idle": they
+    also run only when no other thread of the mesh wants the core. None: leave them."""
+    engine_cpus: tuple[int, ...] | None = None
+    """CPUs (ids) the replica pins the engine's threads to, keeping the Ray node's other
+    processes on the remaining CPUs (all of them when none remain), so the control plane never
+    runs on the engine's core (vllm/cpu_placement.py). None: no pinning."""
     report_waiting_prefill: bool = False
     """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
     prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).

@@ -57,7 +57,7 @@ class PriorityOutcome:
         return f"engine processes {list(self.pids)}: {self.threads} threads at nice {self.nice}"
 
 
-def _stat(pid: str, proc: Path) -> tuple[int, str] | None:
+def parent_and_name(pid: str, proc: Path = PROC) -> tuple[int, str] | None:
     """(parent pid, short name) of a process, None when it is gone."""
     try:
         text = (proc / pid / "stat").read_text()
@@ -81,7 +81,7 @@ def engine_processes(root: int, proc: Path = PROC) -> list[int]:
     """The descendants of `root` titled as vLLM's engine core or workers, in pid order."""
     parents: dict[int, tuple[int, str]] = {}
     for entry in proc.iterdir():
-        if entry.name.isdigit() and (st := _stat(entry.name, proc)) is not None:
+        if entry.name.isdigit() and (st := parent_and_name(entry.name, proc)) is not None:
             parents[int(entry.name)] = st
     below: set[int] = {root}
     changed = True

@@ -109,6 +109,10 @@ class VLLMEngine:
 
             done = prioritize_engine(config.engine_nice)
             _log.log(logging.INFO if done.set_all else logging.WARNING, done.describe())
+        if config.mesh_sched_policy is not None or config.engine_cpus is not None:
+            from services.replica.vllm.cpu_placement import place_mesh_now_and_later
+
+            place_mesh_now_and_later(config.mesh_sched_policy, config.engine_cpus, _log)
         self._kv_total_blocks = int(vllm_config.cache_config.num_gpu_blocks or 0)
         self._streams: dict[str, _Stream] = {}
         self._evicted: dict[str, _Stream] = {}

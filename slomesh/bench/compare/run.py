@@ -90,12 +90,47 @@ def slomesh_config(config: dict[str, Any], traces: Path, engines: int = 0) -> di
 def without_engine_priority(config: dict[str, Any]) -> dict[str, Any]:
     """`config` with every vLLM replica's engine left at the mesh's CPU priority
     (`vllm.engine_nice: null`): what the engine's priority is worth, measured beside it."""
+    return with_engine_settings(config, {"engine_nice": None})
+
+
+def with_engine_settings(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """`config` with `settings` over every vLLM replica's `vllm` fields (the input is kept)."""
     out = copy.deepcopy(config)
     for app in out["applications"]:
         vllm = app.get("args", {}).get("vllm")
         if isinstance(vllm, dict):
-            vllm["engine_nice"] = None
+            vllm.update(copy.deepcopy(settings))
     return out
+
+
+VARIANTS: dict[str, Callable[[], dict[str, Any]]] = {
+    "nice-5": lambda: {"engine_nice": -5},
+    "nice-15": lambda: {"engine_nice": -15},
+    "nice-20": lambda: {"engine_nice": -20},
+    "batch": lambda: {"mesh_sched_policy": "batch"},
+    "idle": lambda: {"mesh_sched_policy": "idle"},
+    "pin": lambda: {"engine_cpus": [max(os.sched_getaffinity(0))]},
+}
+"""Engine CPU settings a system name `slomesh+A+B` applies over the shipped config, in order:
+engine nice values, the control plane's scheduling class, the engine pinned to this process's
+highest CPU and the control plane kept off it."""
+
+
+def variant_settings(name: str) -> dict[str, Any] | None:
+    """The `vllm` settings of a system named `slomesh+A+B...` (each part a `VARIANTS` key),
+    None for any other name; an unknown part fails naming the valid ones."""
+    base, *parts = name.split("+")
+    if base != "slomesh" or not parts:
+        return None
+    unknown = [p for p in parts if p not in VARIANTS]
+    if unknown:
+        raise ValueError(
+            f"unknown variant(s) {', '.join(unknown)} in {name!r}; valid: {', '.join(VARIANTS)}"
+        )
+    settings: dict[str, Any] = {}
+    for part in parts:
+        settings.update(VARIANTS[part]())
+    return settings
 
 
 async def measure(
@@ -213,13 +248,15 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
     proxy, _ = mesh.endpoints(config)
     front = mesh.openai_url(config)  # the ingress replicas' own door
 
-    def slomesh(name: str, engines: int, http: str = front, priority: bool = True) -> SystemSpec:
+    def slomesh(
+        name: str, engines: int, http: str = front, settings: dict[str, Any] | None = None
+    ) -> SystemSpec:
         traces = (out_dir / f"traces-{name}.jsonl").resolve()
         traces.unlink(missing_ok=True)
         cfg_path = out_dir / f"{name}.yaml"
         cfg = slomesh_config(config, traces, engines)
-        if not priority:
-            cfg = without_engine_priority(cfg)
+        if settings:
+            cfg = with_engine_settings(cfg, settings)
         cfg_path.write_text(yaml.safe_dump(cfg))
         spec = slomesh_spec(cfg_path, [mesh.DEFAULT_PROFILES["vllm"]], engines, http, model)
         return replace(spec, name=name, counters=partial(admission_paths.read, cfg_path))
@@ -230,9 +267,15 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
         "slomesh-1": lambda: slomesh("slomesh-1", 1),
         "slomesh-proxy": lambda: slomesh("slomesh-proxy", len(replicas), proxy),
         "slomesh": lambda: slomesh("slomesh", len(replicas)),
-        "slomesh-no-priority": lambda: slomesh("slomesh-no-priority", len(replicas), front, False),
+        "slomesh-no-priority": lambda: slomesh(
+            "slomesh-no-priority", len(replicas), front, {"engine_nice": None}
+        ),
     }
-    return [made[n]() for n in names]
+    out = []
+    for n in names:
+        settings = variant_settings(n)
+        out.append(made[n]() if settings is None else slomesh(n, len(replicas), front, settings))
+    return out
 
 
 def load_average() -> str:

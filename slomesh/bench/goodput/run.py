@@ -12,6 +12,7 @@ reported with its reason and the rest go on.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -71,6 +72,8 @@ class SystemRun:
     control plane, Ray, and the replicas' vLLM front ends)."""
     cpu_by_rate: list[dict[str, Any]] = field(default_factory=list)
     """Per rate: the engine and outside cores busy during its run (cpu_rates.py)."""
+    load_average: tuple[str, str] | None = None
+    """The host's load averages (1, 5, 15 min) when its benchmark started and ended."""
 
 
 def harness_command(
@@ -187,6 +190,10 @@ def measure(
     return steps, f"{why}: {' | '.join(tail)[:400]} (log: {log})"
 
 
+def _load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def run_system(
     spec: SystemSpec,
     plan: Plan,
@@ -212,6 +219,7 @@ def run_system(
     report(f"== {spec.name}: up in {running.startup_s:.1f} s, vLLM's benchmark running")
     try:
         before = cpu(running.proc.pid)
+        load_before = _load_average()
         series = sampler(running.proc.pid)
         series.start()
         try:
@@ -220,6 +228,8 @@ def run_system(
             )
         finally:
             samples = series.stop()
+            run.load_average = (load_before, _load_average())
+            report(f"== {spec.name}: load average {load_before} -> {run.load_average[1]}")
         used = cpu(running.proc.pid).minus(before)
         run.cpu_engine_s, run.cpu_outside_s = round(used.engine_s, 1), round(used.outside_s, 1)
         windows = rate_windows(out_dir / "vllm-results" / spec.name, plan.rates)

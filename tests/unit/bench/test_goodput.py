@@ -14,7 +14,11 @@ from typing import Any
 import pytest
 
 from slomesh.bench.compare.cpu import CpuSplit
-from slomesh.bench.compare.run import without_engine_priority
+from slomesh.bench.compare.run import (
+    variant_settings,
+    with_engine_settings,
+    without_engine_priority,
+)
 from slomesh.bench.compare.systems import NotStarted, Running, SystemSpec
 from slomesh.bench.goodput.cpu_rates import CpuSample
 from slomesh.bench.goodput.harness import parse_rates, result_name, step_args
@@ -208,6 +212,11 @@ def test_cli_parses_systems_and_urls() -> None:
     assert parse_systems("slomesh-no-priority,slomesh") == ["slomesh-no-priority", "slomesh"]
     with pytest.raises(UsageError, match="unknown system"):
         parse_systems("vllm")
+    assert parse_systems("bare-vllm,slomesh+batch+pin") == ["bare-vllm", "slomesh+batch+pin"]
+    with pytest.raises(UsageError, match="valid: nice-5"):
+        parse_systems("slomesh+fast")
+    with pytest.raises(UsageError, match="unknown system"):
+        parse_systems("bare-vllm+batch")
     assert parse_urls(["peer=http://h:1/v1"]) == [("peer", "http://h:1/v1")]
     with pytest.raises(UsageError, match="NAME=http"):
         parse_urls(["h:1"])
@@ -246,6 +255,8 @@ def test_a_started_system_gets_its_steps_and_the_cpu_of_its_ladder(tmp_path: Pat
     assert run.why_not is None and run.startup_s == 42.0
     assert [(s.system, s.served, s.met) for s in run.steps] == [("slomesh", 5, 5)]
     assert (run.cpu_engine_s, run.cpu_outside_s) == (60.0, 120.0)
+    assert run.load_average is not None
+    assert all(len(a.split()) == 3 for a in run.load_average)  # 1, 5, 15 min, before and after
 
 
 class _Samples:
@@ -337,3 +348,27 @@ def test_the_mesh_without_engine_priority_differs_only_in_its_engines_nice() -> 
     assert off["applications"][0]["args"]["vllm"] == {"model": "m", "engine_nice": None}
     assert off["applications"][1:] == config["applications"][1:]
     assert "engine_nice" not in config["applications"][0]["args"]["vllm"]  # input left alone
+
+
+def test_a_variant_names_its_engine_settings_in_order() -> None:
+    assert variant_settings("slomesh") is None
+    assert variant_settings("slomesh-1") is None
+    assert variant_settings("slomesh+nice-20") == {"engine_nice": -20}
+    both = variant_settings("slomesh+idle+nice-5+batch")
+    assert both == {"mesh_sched_policy": "batch", "engine_nice": -5}  # the last part wins
+    pin = variant_settings("slomesh+pin")
+    assert pin is not None and len(pin["engine_cpus"]) == 1
+
+
+def test_engine_settings_apply_to_vllm_replicas_only() -> None:
+    config: dict[str, Any] = {
+        "applications": [
+            {"name": "replica-0", "args": {"engine": "vllm", "vllm": {"model": "m"}}},
+            {"name": "ingress", "args": {"slo": {}}},
+        ]
+    }
+    on = with_engine_settings(config, {"mesh_sched_policy": "batch", "engine_cpus": [1]})
+    want = {"model": "m", "mesh_sched_policy": "batch", "engine_cpus": [1]}
+    assert on["applications"][0]["args"]["vllm"] == want
+    assert on["applications"][1] == config["applications"][1]
+    assert config["applications"][0]["args"]["vllm"] == {"model": "m"}

@@ -1,0 +1,177 @@
+"""Where the control plane runs beside vLLM's engine: its scheduling class and CPU affinity.
+
+The engine's nice (cpu_priority.py) weighs it above the mesh's other processes, but on Linux's
+fair scheduler a waking thread that has run little may still preempt the running engine at
+once, and each of the control plane's many wake-ups per request can do so. Two further levers,
+both off by default and set per replica:
+
+- a scheduling class for the mesh's other processes: SCHED_BATCH keeps their share of the CPU
+  but never lets their wake-up preempt a running thread (they wait for its slice to end or for
+  a free core); SCHED_IDLE also gives them the smallest weight, so they run when nothing else
+  of the mesh wants the core. Moving to either class needs no privilege.
+- CPU affinity: the engine's threads on a set of CPUs, and the mesh's other processes on the
+  rest (when some remain), so the control plane never runs on the engine's core.
+
+"The mesh's other processes" are the Ray node's workers: the replica's parent (the raylet,
+which starts every worker, so workers started later inherit its class and affinity) and its
+descendants, the engine's processes excepted. Both settings are kept per thread by Linux, so
+every thread is set; threads started later inherit their creator's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from services.replica.vllm.cpu_priority import PROC, engine_processes, parent_and_name
+
+MeshPolicy = Literal["batch", "idle"]
+
+POLICIES: dict[str, int] = {"batch": os.SCHED_BATCH, "idle": os.SCHED_IDLE}
+"""Linux scheduling class of each `MeshPolicy`."""
+
+
+@dataclass(frozen=True)
+class PlacementOutcome:
+    """What `place_mesh` did."""
+
+    engine_pids: tuple[int, ...]
+    mesh_pids: tuple[int, ...]
+    """The node's other processes (the raylet and its descendants, the engines excepted)."""
+    applied: int
+    """Thread settings made (a class and an affinity count apart)."""
+    refused: str | None = None
+    """The first error of a thread that kept its setting, None when every one was set."""
+
+    def describe(self) -> str:
+        said = (
+            f"control-plane placement: {len(self.mesh_pids)} mesh processes, "
+            f"engine {list(self.engine_pids)}, {self.applied} thread settings made"
+        )
+        return said if self.refused is None else f"{said}; some refused: {self.refused}"
+
+
+def descendants(root: int, proc: Path = PROC) -> list[int]:
+    """`root` and every process below it, in pid order."""
+    parents: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (st := parent_and_name(entry.name, proc)) is not None:
+            parents[int(entry.name)] = st[0]
+    below: set[int] = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parents.items():
+            if ppid in below and pid not in below:
+                below.add(pid)
+                changed = True
+    return sorted(below)
+
+
+def node_root(pid: int, proc: Path = PROC) -> int:
+    """The nearest ancestor of `pid` named raylet (the process that starts the node's workers);
+    without one, `pid`'s parent (never pid 1), else `pid` itself."""
+    seen, at = [], pid
+    while at > 1 and at not in seen and (st := parent_and_name(str(at), proc)) is not None:
+        seen.append(at)
+        if at != pid and st[1].startswith("raylet"):
+            return at
+        at = st[0]
+    return seen[1] if len(seen) > 1 else pid
+
+
+def split_cpus(engine_cpus: Iterable[int], available: Iterable[int]) -> tuple[set[int], set[int]]:
+    """(the engine's CPUs, the rest) among `available`; the rest is every available CPU when
+    the engine's take them all (the control plane is never left without a CPU)."""
+    have = set(available)
+    engine = set(engine_cpus) & have
+    if not engine:
+        return have, have
+    rest = have - engine
+    return engine, rest or have
+
+
+def threads(pid: int, proc: Path = PROC) -> list[int]:
+    try:
+        return [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
+    except OSError:
+        return []
+
+
+def _set_class(tid: int, cls: int) -> None:
+    os.sched_setscheduler(tid, cls, os.sched_param(0))
+
+
+def place_mesh(
+    policy: MeshPolicy | None,
+    engine_cpus: tuple[int, ...] | None,
+    replica: int | None = None,
+    proc: Path = PROC,
+    setscheduler: Callable[[int, int], None] | None = None,
+    setaffinity: Callable[[int, set[int]], None] = os.sched_setaffinity,
+    available: Iterable[int] | None = None,
+) -> PlacementOutcome:
+    """Give the node's other processes `policy` and pin the engine to `engine_cpus` (the
+    others to the rest); `replica` is this replica's pid (default: this process)."""
+    me = os.getpid() if replica is None else replica
+    set_class = setscheduler or _set_class
+    engines = tuple(engine_processes(me, proc))
+    root = node_root(me, proc)
+    hidden = set(engines)
+    for pid in engines:
+        hidden.update(descendants(pid, proc))
+    mesh = tuple(p for p in descendants(root, proc) if p not in hidden)
+    cpus = None
+    if engine_cpus is not None:
+        cpus = split_cpus(engine_cpus, os.sched_getaffinity(0) if available is None else available)
+    done, refused = 0, None
+
+    def attempt(action: Callable[..., None], *args: object) -> None:
+        nonlocal done, refused
+        try:
+            action(*args)
+            done += 1
+        except ProcessLookupError:
+            pass  # the thread ended meanwhile
+        except OSError as err:
+            refused = refused or (err.strerror or str(err))
+
+    for pid in mesh:
+        for tid in threads(pid, proc):
+            if policy is not None:
+                attempt(set_class, tid, POLICIES[policy])
+            if cpus is not None:
+                attempt(setaffinity, tid, cpus[1])
+    if cpus is not None:
+        for pid in sorted(hidden):
+            for tid in threads(pid, proc):
+                attempt(setaffinity, tid, cpus[0])
+    return PlacementOutcome(engines, mesh, done, refused)
+
+
+REAPPLY_AFTER_S = (15.0, 60.0)
+"""When `place_mesh_now_and_later` places the mesh again (seconds after the first time), for
+workers and threads that started meanwhile from processes not yet placed."""
+
+
+def place_mesh_now_and_later(
+    policy: MeshPolicy | None, engine_cpus: tuple[int, ...] | None, log: logging.Logger
+) -> None:
+    """Place the mesh now (logging what was done) and again at `REAPPLY_AFTER_S` on timer
+    threads (daemons: they never hold a shutdown)."""
+    me = os.getpid()
+
+    def once(level: int) -> None:
+        done = place_mesh(policy, engine_cpus, me)
+        log.log(logging.WARNING if done.refused else level, done.describe())
+
+    once(logging.INFO)
+    for delay in REAPPLY_AFTER_S:
+        timer = threading.Timer(delay, once, args=(logging.DEBUG,))
+        timer.daemon = True
+        timer.start()

@@ -1,0 +1,110 @@
+"""Where the replica puts the control plane beside vLLM's engine (vllm/cpu_placement.py): the
+Ray node's workers found from the replica, their class set, the engine pinned apart from them,
+and a refusal reported instead of raised."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from services.replica.vllm.config import VLLMEngineConfig
+from services.replica.vllm.cpu_placement import node_root, place_mesh, split_cpus
+
+# pid: (parent, short name, command line, threads)
+TREE = {
+    10: (1, "bash", "bash", (10,)),
+    20: (10, "python", "slomesh up", (20,)),
+    30: (20, "raylet", "raylet --node", (30, 31)),
+    40: (20, "gcs_server", "gcs_server", (40,)),  # not a worker: left alone
+    50: (30, "ray::ServeContr", "ray::ServeController", (50, 51)),
+    60: (30, "ray::ServeRepli", "ray::ServeReplica:ingress", (60,)),
+    100: (30, "ray::ServeRepli", "ray::ServeReplica:replica-0:Replica", (100, 101)),
+    200: (100, "VLLM::EngineCor", "VLLM::EngineCore", (200, 201)),
+    250: (200, "python", "python resource_tracker", (250,)),  # below the engine: the engine's
+    300: (1, "python", "vllm bench serve", (300,)),  # the load generator: not the mesh
+}
+
+
+def fake_proc(root: Path) -> Path:
+    for pid, (ppid, name, cmdline, threads) in TREE.items():
+        d = root / str(pid)
+        (d / "task").mkdir(parents=True)
+        (d / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194560 0 0\n")
+        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
+        for tid in threads:
+            (d / "task" / str(tid)).mkdir()
+    return root
+
+
+def test_the_node_root_is_the_raylet_above_the_replica(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path)
+    assert node_root(100, proc) == 30
+    assert node_root(200, proc) == 30  # from deeper down too
+    assert node_root(20, proc) == 10  # no raylet above: the parent
+    assert node_root(300, proc) == 300  # a parent of pid 1: itself
+
+
+def test_the_class_goes_to_every_mesh_thread_and_no_engine_thread(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    out = place_mesh(
+        "batch", None, 100, fake_proc(tmp_path), lambda t, c: calls.append((t, c)), available={0}
+    )
+    assert sorted(calls) == [(t, os.SCHED_BATCH) for t in (30, 31, 50, 51, 60, 100, 101)]
+    assert (out.engine_pids, out.mesh_pids, out.applied) == ((200,), (30, 50, 60, 100), 7)
+    assert out.refused is None
+
+
+def test_pinning_puts_the_engine_on_its_cpus_and_the_mesh_on_the_rest(tmp_path: Path) -> None:
+    pinned: dict[int, set[int]] = {}
+    place_mesh(
+        None,
+        (1,),
+        100,
+        fake_proc(tmp_path),
+        lambda t, c: pytest.fail("no class asked"),
+        lambda t, cpus: pinned.__setitem__(t, cpus),
+        available={0, 1},
+    )
+    assert {t for t, c in pinned.items() if c == {1}} == {200, 201, 250}
+    assert {t for t, c in pinned.items() if c == {0}} == {30, 31, 50, 51, 60, 100, 101}
+
+
+@pytest.mark.parametrize(
+    ("engine", "available", "want"),
+    [
+        ((1,), {0, 1}, ({1}, {0})),
+        ((0, 1), {0, 1}, ({0, 1}, {0, 1})),  # the engine takes all: the mesh keeps them all
+        ((7,), {0, 1}, ({0, 1}, {0, 1})),  # a CPU this process may not use: no pinning
+        ((2, 3), {0, 1, 2, 3}, ({2, 3}, {0, 1})),
+    ],
+)
+def test_split_cpus(engine: tuple[int, ...], available: set[int], want: object) -> None:
+    assert split_cpus(engine, available) == want
+
+
+def test_a_refusal_is_reported_not_raised(tmp_path: Path) -> None:
+    def refuse(tid: int, cls: int) -> None:
+        if tid == 50:
+            raise OSError(errno.EPERM, "Operation not permitted")
+        if tid == 51:
+            raise ProcessLookupError(errno.ESRCH, "gone")
+
+    out = place_mesh("idle", None, 100, fake_proc(tmp_path), refuse, available={0})
+    assert out.applied == 5
+    assert out.refused == "Operation not permitted"
+    assert "Operation not permitted" in out.describe()
+
+
+def test_the_config_fields_default_off_and_stay_out_of_vllm() -> None:
+    base = {"model": "m"}
+    off = VLLMEngineConfig.model_validate(base)
+    assert (off.mesh_sched_policy, off.engine_cpus) == (None, None)
+    on = VLLMEngineConfig.model_validate({**base, "mesh_sched_policy": "batch", "engine_cpus": [1]})
+    assert (on.mesh_sched_policy, on.engine_cpus) == ("batch", (1,))
+    assert "engine_cpus" not in on.engine_args_kwargs()
+    assert "mesh_sched_policy" not in on.engine_args_kwargs()
+    with pytest.raises(ValueError, match="mesh_sched_policy"):
+        VLLMEngineConfig.model_validate({**base, "mesh_sched_policy": "fifo"})
