@@ -106,6 +106,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with --render: first compute the confusion matrix and the simulated ladder again "
         "from the vLLM result files next to the JSON (<its folder>/vllm-results)",
     )
+    p.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="skip the confusion matrix and the simulated ladder after measuring (they take "
+        "CPU on the host); compute them later with --render <out>/goodput.json --reanalyse",
+    )
     p.set_defaults(func=run)
 
 
@@ -282,8 +288,8 @@ def run(args: argparse.Namespace) -> int:
             for r in runs
         ],
     }
-    data["analysis"] = analyse(runs, plan, out)
-    if args.sim_calibrated_on is not None:
+    data["analysis"] = {} if args.measure_only else analyse(runs, plan, out)
+    if args.sim_calibrated_on is not None and not args.measure_only:
         data["across"] = _across(runs, plan, out, args.sim_calibrated_on)
     if args.before is not None:
         data["before"] = _before(args.before)

@@ -90,9 +90,10 @@ class VLLMEngineConfig(BaseModel):
     their wake-ups never preempt the running engine, their CPU share is kept; "idle": they
     also run only when no other thread of the mesh wants the core. None: leave them."""
     engine_cpus: tuple[int, ...] | None = None
-    """CPUs (ids) the replica pins the engine's threads to, keeping the Ray node's other
-    processes on the remaining CPUs (all of them when none remain), so the control plane never
-    runs on the engine's core (vllm/cpu_placement.py). None: no pinning."""
+    """CPUs (ids) the replica pins the engine's main (model-running) thread to, keeping the Ray
+    node's other processes on the remaining CPUs (all of them when none remain), so the control
+    plane never runs on the engine's core; the engine's helper threads may use any CPU
+    (vllm/cpu_placement.py). None: no pinning."""
     report_waiting_prefill: bool = False
     """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
     prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).

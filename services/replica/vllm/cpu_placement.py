@@ -9,13 +9,16 @@ both off by default and set per replica:
   but never lets their wake-up preempt a running thread (they wait for its slice to end or for
   a free core); SCHED_IDLE also gives them the smallest weight, so they run when nothing else
   of the mesh wants the core. Moving to either class needs no privilege.
-- CPU affinity: the engine's threads on a set of CPUs, and the mesh's other processes on the
-  rest (when some remain), so the control plane never runs on the engine's core.
+- CPU affinity: the engine's main thread (the one running the model) on a set of CPUs, and the
+  mesh's other processes on the rest (when some remain), so the control plane never runs on
+  the engine's core; the engine's helper threads (its input and output sockets) may run on
+  any CPU, beside the model or beside the control plane.
 
 "The mesh's other processes" are the Ray node's workers: the replica's parent (the raylet,
 which starts every worker, so workers started later inherit its class and affinity) and its
 descendants, the engine's processes excepted. Both settings are kept per thread by Linux, so
-every thread is set; threads started later inherit their creator's.
+every thread is set; threads started later inherit their creator's, so an engine started after
+a placement (a model swap) is given the default class and its own CPUs back.
 """
 
 from __future__ import annotations
@@ -116,8 +119,11 @@ def place_mesh(
     setaffinity: Callable[[int, set[int]], None] = os.sched_setaffinity,
     available: Iterable[int] | None = None,
 ) -> PlacementOutcome:
-    """Give the node's other processes `policy` and pin the engine to `engine_cpus` (the
-    others to the rest); `replica` is this replica's pid (default: this process)."""
+    """Give the node's other processes `policy` (the engine's threads the default class) and
+    pin each engine's main thread, the one running the model, to `engine_cpus` (the others to
+    the rest, the engine's other threads to any of `available`, default: every CPU the
+    kernel lists, which the kernel narrows to this process's cpuset); `replica` is this
+    replica's pid (default: this process)."""
     me = os.getpid() if replica is None else replica
     set_class = setscheduler or _set_class
     engines = tuple(engine_processes(me, proc))
@@ -126,9 +132,8 @@ def place_mesh(
     for pid in engines:
         hidden.update(descendants(pid, proc))
     mesh = tuple(p for p in descendants(root, proc) if p not in hidden)
-    cpus = None
-    if engine_cpus is not None:
-        cpus = split_cpus(engine_cpus, os.sched_getaffinity(0) if available is None else available)
+    have = set(range(os.cpu_count() or 1)) if available is None else set(available)
+    cpus = split_cpus(engine_cpus, have) if engine_cpus is not None else None
     done, refused = 0, None
 
     def attempt(action: Callable[..., None], *args: object) -> None:
@@ -147,10 +152,13 @@ def place_mesh(
                 attempt(set_class, tid, POLICIES[policy])
             if cpus is not None:
                 attempt(setaffinity, tid, cpus[1])
-    if cpus is not None:
-        for pid in sorted(hidden):
-            for tid in threads(pid, proc):
-                attempt(setaffinity, tid, cpus[0])
+    # an engine started after a placement inherits it from the replica: undone here
+    for pid in sorted(hidden):
+        for tid in threads(pid, proc):
+            if policy is not None:
+                attempt(set_class, tid, os.SCHED_OTHER)
+            if cpus is not None:
+                attempt(setaffinity, tid, cpus[0] if tid in engines else have)
     return PlacementOutcome(engines, mesh, done, refused)
 
 
