@@ -173,6 +173,7 @@ def analyse(
     from shared.profiles.io import load_profiles
     from slomesh.bench.goodput.analysis import analyse_system, read_offered
     from slomesh.bench.goodput.rejections import read_rejections
+    from slomesh.bench.goodput.sitting import BASELINE, baseline_tpot, describe, host_scale
     from slomesh.launch import mesh
 
     profile = load_profiles(mesh.DEFAULT_PROFILES["vllm"])[0]
@@ -181,6 +182,13 @@ def analyse(
     seqs = int(replica["args"]["vllm"]["max_num_seqs"])
     ingress = IngressArgs.model_fields["num_replicas"].default
     found = {}
+    scale, how = None, ""
+    if calibrate_in is not None:
+        then = json.loads((calibrate_in / "goodput.json").read_text())
+        now = {s.rate_rps: s.tpot_p50_ms for r in runs if r.name == BASELINE for s in r.steps}
+        then_tpot = baseline_tpot(then)
+        scale = host_scale(now, then_tpot)
+        how = describe(scale, sorted(now.keys() & then_tpot.keys()))
     for r in runs:
         if not r.name.startswith("slomesh") or not r.engines:
             continue
@@ -192,8 +200,11 @@ def analyse(
                 continue
         got = analyse_system(
             r.engines, asdict(plan), out / "vllm-results" / r.name, profile, seqs, ingress,
-            calibrate_on=earlier,
+            calibrate_on=earlier, host_scale=scale,
         )  # fmt: skip
+        if got is not None and how:
+            got["calibration"] += f"; {how}"
+            got["host_scale"] = scale
         if got is not None and calibrate_in is None:
             traces = out / f"traces-{r.name}.jsonl"
             if traces.exists():
@@ -221,10 +232,16 @@ def _render(args: argparse.Namespace) -> int:
     page = args.page or args.render.with_suffix(".md")
     data = json.loads(args.render.read_text())
     if args.reanalyse or args.sim_calibrated_on is not None:
+        from slomesh.bench.goodput.results import step_of_json
         from slomesh.bench.goodput.run import Plan, SystemRun
 
         plan = Plan(**{**data["plan"], "rates": tuple(data["plan"]["rates"])})
-        runs = [SystemRun(s["name"], s["engines"], s["base_url"]) for s in data["systems"]]
+        runs = [
+            SystemRun(
+                s["name"], s["engines"], s["base_url"], steps=[step_of_json(x) for x in s["steps"]]
+            )
+            for s in data["systems"]
+        ]
         if args.reanalyse:
             data["analysis"] = analyse(runs, plan, args.render.parent)
         if args.sim_calibrated_on is not None:

@@ -22,6 +22,7 @@ from slomesh.bench.goodput.confusion import Offered, confusion, offered_requests
 from slomesh.bench.goodput.delivered_fit import fit_decode_line
 from slomesh.bench.goodput.harness import result_name
 from slomesh.bench.goodput.sim import SimStep, at_rate, calibrate, simulate_rate
+from slomesh.bench.goodput.sitting import scaled_line
 from slomesh.bench.goodput.speed_fit import HostSpeedFit, describe, hosts, ladder_series
 
 SIM_TOLERANCE = 0.10
@@ -48,10 +49,12 @@ def analyse_system(
     ingress_replicas: int,
     speed_fit: HostSpeedFit | None = None,
     calibrate_on: Mapping[float, Sequence[Offered]] | None = None,
+    host_scale: float | None = None,
 ) -> dict[str, Any] | None:
     """Confusion matrix and simulated goodput per rate; None without result files. The
     profile is calibrated on this ladder, or on `calibrate_on` (another sitting's ladder,
-    `read_offered`): the simulator's prediction of this sitting from that one's calibration."""
+    `read_offered`): the simulator's prediction of this sitting from that one's calibration,
+    its decode step times `host_scale` (how much slower this sitting's host is, sitting.py)."""
     offered = read_offered(plan, result_dir)
     rates = list(offered)
     source = dict(calibrate_on) if calibrate_on else offered
@@ -59,10 +62,12 @@ def analyse_system(
         return None
     ttft_s, tpot_s = plan["slo_ttft_ms"] / 1e3, plan["slo_tpot_ms"] / 1e3
     line = fit_decode_line(source, engines)
-    low = min(source)
-    calibrated = calibrate(profile, source[low], engines, max_num_seqs, line, low)
     fit = speed_fit or HostSpeedFit()
     series = ladder_series(source, line, engines, fit.bin_s) if line is not None else []
+    if line is not None and host_scale is not None:
+        line = scaled_line(line, host_scale)  # after the series: it is relative to the line
+    low = min(source)
+    calibrated = calibrate(profile, source[low], engines, max_num_seqs, line, low)
     rows = []
     for rate in rates:
         reqs = offered[rate]
