@@ -55,7 +55,10 @@ class LoopLag:
     """How late this event loop runs its callbacks: a task sleeps `interval_s` again and again
     and records how much longer each sleep took; `recent_s` is the largest lateness of the last
     `window_s`. Every step of a new request (its admission, its first chunk's relay) waits about
-    that long on a loop this busy."""
+    that long on a loop this busy. The task runs while requests come: it ends once `linger_s`
+    passed without a `start` (an idle ingress wakes for nothing), and the next `start` runs it
+    again; a request after such a pause sees no lateness, as a loop without requests has
+    little."""
 
     def __init__(
         self,
@@ -63,22 +66,31 @@ class LoopLag:
         window_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        linger_s: float = 2.0,
     ) -> None:
         self.interval_s = interval_s
         self.window_s = window_s
+        self.linger_s = linger_s
         self._clock = clock
         self._sleep = sleep
         self._late: deque[tuple[float, float]] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._used = clock()
 
     def start(self) -> None:
-        """Start measuring on the running loop (once)."""
-        if self._task is None:
+        """Measure on the running loop from now until `linger_s` passes without a call."""
+        self._used = self._clock()
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self.run())
+
+    @property
+    def running(self) -> bool:
+        """Whether the measuring task runs now."""
+        return self._task is not None and not self._task.done()
 
     async def run(self, ticks: int | None = None) -> None:
         n = 0
-        while ticks is None or n < ticks:
+        while (ticks is None or n < ticks) and self._clock() - self._used <= self.linger_s:
             t0 = self._clock()
             await self._sleep(self.interval_s)
             now = self._clock()

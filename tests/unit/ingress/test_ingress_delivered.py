@@ -159,6 +159,38 @@ def test_loop_lag_is_the_largest_lateness_of_the_recent_window() -> None:
     assert lag.recent_s() == 0.0
 
 
+def test_loop_lag_stops_waking_once_requests_stop_and_starts_again_with_the_next() -> None:
+    import asyncio
+
+    from services.ingress.admission_gate import LoopLag
+
+    now = [0.0]
+    ticks = [0]
+
+    async def sleep(s: float) -> None:
+        ticks[0] += 1
+        now[0] += s
+        await asyncio.sleep(0)
+
+    async def scenario() -> tuple[int, bool, int, bool]:
+        lag = LoopLag(interval_s=0.1, window_s=1.0, clock=lambda: now[0], sleep=sleep, linger_s=2.0)
+        lag.start()
+        for _ in range(100):  # more turns than the linger allows ticks
+            await asyncio.sleep(0)
+        first, stopped = ticks[0], not lag.running
+        lag.start()  # the next request
+        await asyncio.sleep(0)
+        again = lag.running
+        for _ in range(100):
+            await asyncio.sleep(0)
+        return first, stopped, ticks[0] - first, again
+
+    first, stopped, second, again = asyncio.run(scenario())
+    assert stopped and again
+    assert 19 <= first <= 22  # about linger_s / interval_s wake-ups, then none
+    assert 19 <= second <= 22
+
+
 def test_a_request_that_would_run_alone_is_let_in_whatever_the_prediction() -> None:
     guard = DeliveredGuard(DeliveredGuardConfig(min_samples=1))
     fill(guard, 1, ttft=3.0, tpot=0.08, at=0.0)
