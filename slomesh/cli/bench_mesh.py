@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="side by side with slomesh (the shipped config's replicas, through the ingress's "
         "front door) on the "
         "tiny vLLM model: any of bare-vllm,ray-serve-llm,slomesh-1 (slomesh with one replica, "
-        "the peers' engine count),slomesh-proxy (slomesh through Serve's HTTP proxy)",
+        "the peers' engine count),slomesh-proxy (slomesh through Serve's HTTP proxy),"
+        "slomesh-no-priority (slomesh with vllm.engine_nice null: the engine's CPU priority off)",
     )
     p.add_argument(
         "--c8-seconds", type=float, default=30.0, help="--compare: concurrency-8 run, seconds"

@@ -17,12 +17,20 @@ from typing import Any
 
 import numpy as np
 
-SYSTEM_NAMES = ("bare-vllm", "ray-serve-llm", "slomesh-1", "slomesh-proxy", "slomesh")
+SYSTEM_NAMES = (
+    "bare-vllm",
+    "ray-serve-llm",
+    "slomesh-1",
+    "slomesh-proxy",
+    "slomesh-no-priority",
+    "slomesh",
+)
 """Every system `--compare` knows; slomesh (its default two replicas) always runs, the others
 when named. `slomesh-1` is slomesh with one replica: the same engine count as the peers. The
 slomesh rows talk to the ingress replicas' own front door; `slomesh-proxy` is slomesh (two
 replicas) measured through Serve's HTTP proxy (port 8000) instead of the
-front door."""
+front door. `slomesh-no-priority` is slomesh with its engines left at the mesh's CPU priority
+(`vllm.engine_nice: null`): what the engine's priority does to the closed-loop run, beside it."""
 
 
 @dataclass

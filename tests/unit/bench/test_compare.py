@@ -164,6 +164,7 @@ def test_span_breakdown_by_name_window_and_ms_attributes():
         ("", ["slomesh"]),
         ("slomesh-1,bare-vllm", ["bare-vllm", "slomesh-1", "slomesh"]),
         ("slomesh-proxy,ray-serve-llm", ["ray-serve-llm", "slomesh-proxy", "slomesh"]),
+        ("slomesh-no-priority,bare-vllm", ["bare-vllm", "slomesh-no-priority", "slomesh"]),
     ],
 )
 def test_parse_systems_orders_and_always_measures_slomesh(text, want):
