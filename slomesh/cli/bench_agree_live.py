@@ -134,7 +134,9 @@ def predictor_of(config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
 
 def with_replicas(config: dict[str, Any], replicas: int | None) -> dict[str, Any]:
     """`config` with `replicas` copies of its first vLLM replica application (replica-0,
-    replica-1, ...) in the scheduler's replica list too; None: as it is."""
+    replica-1, ...) in the scheduler's replica list too; None: as it is. With more than one,
+    no copy keeps the first one's pinned CPUs (`vllm.engine_cpus`): engines pinned to the same
+    CPUs would share one core."""
     if replicas is None:
         return config
     apps = config["applications"]
@@ -145,6 +147,8 @@ def with_replicas(config: dict[str, Any], replicas: int | None) -> dict[str, Any
         app["name"] = f"replica-{k}"
         app["route_prefix"] = f"/replica-{k}"
         app["args"]["application"] = f"replica-{k}"
+        if replicas > 1 and isinstance(app["args"].get("vllm"), dict):
+            app["args"]["vllm"].pop("engine_cpus", None)
         copies.append(app)
     rest = [a for a in apps if not a["name"].startswith("replica-")]
     out = {**config, "applications": copies + rest}

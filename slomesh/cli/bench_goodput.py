@@ -42,9 +42,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"systems to start one after another, in this order: any of {','.join(SYSTEMS)} "
         "(slomesh: the shipped config's replicas, one, through the front door; slomesh-1: "
         "its first replica only; slomesh-no-priority: slomesh with its engines left at the "
-        "mesh's CPU priority, vllm.engine_nice: null); slomesh+A+B: slomesh with engine CPU "
-        "variants A, B (nice-5, nice-15, nice-20: vllm.engine_nice; batch, idle: "
-        "vllm.mesh_sched_policy; pin: vllm.engine_cpus, the highest CPU)",
+        "mesh's CPU priority and unpinned, vllm.engine_nice and engine_cpus null); "
+        "slomesh+A+B: slomesh with engine CPU variants A, B (nice-5, nice-15, nice-20: "
+        "vllm.engine_nice; batch, idle: vllm.mesh_sched_policy; pin: vllm.engine_cpus, the "
+        "highest CPU; nopin: engine_cpus null)",
     )
     p.add_argument(
         "--url",

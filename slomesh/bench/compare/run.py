@@ -87,10 +87,15 @@ def slomesh_config(config: dict[str, Any], traces: Path, engines: int = 0) -> di
     return out
 
 
+NO_PRIORITY: dict[str, Any] = {"engine_nice": None, "engine_cpus": None, "mesh_sched_policy": None}
+"""The `vllm` settings that leave an engine with the mesh's CPU priority and every CPU."""
+
+
 def without_engine_priority(config: dict[str, Any]) -> dict[str, Any]:
-    """`config` with every vLLM replica's engine left at the mesh's CPU priority
-    (`vllm.engine_nice: null`): what the engine's priority is worth, measured beside it."""
-    return with_engine_settings(config, {"engine_nice": None})
+    """`config` with every vLLM replica's engine left at the mesh's CPU priority, unpinned
+    and beside a control plane of the default class (`NO_PRIORITY`): what the engine's CPU
+    treatment is worth, measured beside it."""
+    return with_engine_settings(config, NO_PRIORITY)
 
 
 def with_engine_settings(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -110,10 +115,11 @@ VARIANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "batch": lambda: {"mesh_sched_policy": "batch"},
     "idle": lambda: {"mesh_sched_policy": "idle"},
     "pin": lambda: {"engine_cpus": [max(os.sched_getaffinity(0))]},
+    "nopin": lambda: {"engine_cpus": None},
 }
 """Engine CPU settings a system name `slomesh+A+B` applies over the shipped config, in order:
 engine nice values, the control plane's scheduling class, the engine pinned to this process's
-highest CPU and the control plane kept off it."""
+highest CPU and the control plane kept off it, or no engine pinned."""
 
 
 def variant_settings(name: str) -> dict[str, Any] | None:
@@ -268,7 +274,7 @@ def specs(names: list[str], out_dir: Path, ports: dict[str, int]) -> list[System
         "slomesh-proxy": lambda: slomesh("slomesh-proxy", len(replicas), proxy),
         "slomesh": lambda: slomesh("slomesh", len(replicas)),
         "slomesh-no-priority": lambda: slomesh(
-            "slomesh-no-priority", len(replicas), front, {"engine_nice": None}
+            "slomesh-no-priority", len(replicas), front, NO_PRIORITY
         ),
     }
     out = []

@@ -336,7 +336,7 @@ def test_the_client_runs_at_the_plan_priority_and_a_refusal_is_not_fatal(
     assert group.read_text() == "-10"
 
 
-def test_the_mesh_without_engine_priority_differs_only_in_its_engines_nice() -> None:
+def test_the_mesh_without_engine_priority_differs_only_in_its_engines_cpu_settings() -> None:
     config: dict[str, Any] = {
         "applications": [
             {"name": "replica-0", "args": {"engine": "vllm", "vllm": {"model": "m"}}},
@@ -345,7 +345,12 @@ def test_the_mesh_without_engine_priority_differs_only_in_its_engines_nice() -> 
         ]
     }
     off = without_engine_priority(config)
-    assert off["applications"][0]["args"]["vllm"] == {"model": "m", "engine_nice": None}
+    assert off["applications"][0]["args"]["vllm"] == {
+        "model": "m",
+        "engine_nice": None,
+        "engine_cpus": None,
+        "mesh_sched_policy": None,
+    }
     assert off["applications"][1:] == config["applications"][1:]
     assert "engine_nice" not in config["applications"][0]["args"]["vllm"]  # input left alone
 
@@ -358,6 +363,7 @@ def test_a_variant_names_its_engine_settings_in_order() -> None:
     assert both == {"mesh_sched_policy": "batch", "engine_nice": -5}  # the last part wins
     pin = variant_settings("slomesh+pin")
     assert pin is not None and len(pin["engine_cpus"]) == 1
+    assert variant_settings("slomesh+pin+nopin") == {"engine_cpus": None}
 
 
 def test_engine_settings_apply_to_vllm_replicas_only() -> None:
