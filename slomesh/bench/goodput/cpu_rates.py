@@ -8,15 +8,19 @@ core gets less of a core (the system's other processes take the CPU it would run
 cores well below 1 per engine), or it spends more CPU on each token (it shares the cores' caches
 and memory with them: more engine CPU per token served at the same batch). The page's table
 says which, and how long the engine's main thread was ready to run but waited for a core (the
-kernel's run-queue delay): the first cause measured directly.
+kernel's run-queue delay): the first cause measured directly. The host's other busy cores (the
+load generator, other sessions' processes: the host's busy time less the system's) say how
+busy the sitting's host was, which differs between sittings.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from slomesh.bench.compare.cpu import CpuSplit, tree_cpu
@@ -32,6 +36,21 @@ class CpuSample:
     """CPU seconds the system's other processes had spent by then."""
     engine_wait_s: float = 0.0
     """Seconds the engine processes' main threads had waited, ready, for a core by then."""
+    host_s: float = 0.0
+    """CPU seconds the whole host had spent busy by then (`host_busy_s`; 0: not read)."""
+
+
+def host_busy_s(stat: Path = Path("/proc/stat")) -> float:
+    """CPU seconds every core of the host has spent busy since boot (user, nice, system, irq,
+    softirq and steal time of /proc/stat's `cpu` line); 0.0 where it cannot be read."""
+    try:
+        first = stat.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    if not first or first[0] != "cpu" or len(first) < 9:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 class Sampling(Protocol):
@@ -52,8 +71,10 @@ class CpuSampler:
         cpu: Callable[[int], CpuSplit] = tree_cpu,
         period_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        host: Callable[[], float] = host_busy_s,
     ) -> None:
         self.pid, self.cpu, self.period_s, self.clock = pid, cpu, period_s, clock
+        self.host = host
         self.samples: list[CpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,7 +82,9 @@ class CpuSampler:
     def sample(self) -> None:
         split = self.cpu(self.pid)
         self.samples.append(
-            CpuSample(self.clock(), split.engine_s, split.outside_s, split.engine_wait_s)
+            CpuSample(
+                self.clock(), split.engine_s, split.outside_s, split.engine_wait_s, self.host()
+            )
         )
 
     def start(self) -> None:
@@ -88,12 +111,16 @@ def cores_between(samples: Sequence[CpuSample], lo: float, hi: float) -> dict[st
         return None
     a, b = inside[0], inside[-1]
     dt = b.at_s - a.at_s
-    return {
+    out = {
         "engine_cores": round((b.engine_s - a.engine_s) / dt, 3),
         "outside_cores": round((b.outside_s - a.outside_s) / dt, 3),
         "engine_wait_cores": round((b.engine_wait_s - a.engine_wait_s) / dt, 3),
         "seconds": round(dt, 1),
     }
+    if a.host_s > 0 and b.host_s > 0:
+        own = (b.engine_s - a.engine_s) + (b.outside_s - a.outside_s)
+        out["host_other_cores"] = round(max(0.0, (b.host_s - a.host_s) - own) / dt, 3)
+    return out
 
 
 def cpu_by_rate(

@@ -211,6 +211,7 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
                     f"{r['engine_cores']:.2f}",
                     f"{r['outside_cores']:.2f}",
                     fmt_num(r.get("engine_wait_cores"), 2),
+                    fmt_num(r.get("host_other_cores"), 2),
                     fmt_num(per_token, 0),
                 ]
             )
@@ -222,6 +223,7 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
         "engine cores busy",
         "other cores busy",
         "engine waiting for a core",
+        "host's other cores busy",
         "engine CPU us per token served",
     )
     return [
@@ -232,7 +234,8 @@ def cpu_rate_lines(data: Mapping[str, Any]) -> list[str]:
         "processes kept busy (slomesh: the control plane, Ray, the replicas' vLLM front ends; "
         "bare vLLM: its API server), the share of the time the engine's main thread (the one that "
         "steps the model) was ready to run but waited for a core (the kernel's run-queue "
-        "delay), "
+        "delay), the cores the rest of the host kept busy (the load generator, other sessions; "
+        "the host's busy time less the system's), "
         "and the engine's CPU per output token served. With the seats full, fewer engine cores "
         "means the engine waited for a core; more CPU per token means it ran slower on the "
         "core it had.",

@@ -210,7 +210,7 @@ def test_the_cpu_of_each_rate_comes_from_the_samples_inside_its_run() -> None:
         ]
     )
     clock = iter([10.0, 11.0, 13.0, 20.0])
-    sampler = CpuSampler(7, lambda pid: next(split), 0.0, lambda: next(clock))
+    sampler = CpuSampler(7, lambda pid: next(split), 0.0, lambda: next(clock), lambda: 0.0)
     for _ in range(4):
         sampler.sample()
     rows = cpu_by_rate(sampler.samples, {10.0: (10.5, 14.0), 20.0: (15.0, 19.0)})
