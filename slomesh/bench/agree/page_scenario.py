@@ -4,7 +4,7 @@ each rate side by side, then each rate's tables (page_tables.py) and each stack'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.report.table import markdown_table
@@ -66,7 +66,7 @@ def _rung(rung: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _ladder(ladder: list[Mapping[str, Any]]) -> str:
+def _ladder(ladder: Sequence[Mapping[str, Any]]) -> str:
     """Every stack's live / simulated attainment at each rate ('-': not run there)."""
     top = ladder[-1]["stacks"]
     order = ranking({s: e["sim_pct"] for s, e in top.items()})
@@ -82,7 +82,7 @@ def _ladder(ladder: list[Mapping[str, Any]]) -> str:
     return markdown_table(["stack", *head], rows, left=(0,))
 
 
-def render_scenario(ladder: list[Mapping[str, Any]]) -> str:
+def render_scenario(ladder: Sequence[Mapping[str, Any]]) -> str:
     """The page of a scenario's ladder (at least one rung)."""
     scenario = str(ladder[0]["trace"]["classes"]).removeprefix("scenario ")
     lines = [
