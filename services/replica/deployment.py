@@ -48,6 +48,8 @@ class ReplicaDeployment:
         self._held: set[str] = set()
         """Requests with an open Generate stream here (reported by Status for reconciliation)."""
         self._pusher = StatePusher(self.args.push_state, self._state)
+        if self._host is not None:  # the scheduler hears of a swap's end at once
+            self._host.on_swap_end = self._pusher.push_soon
         self._server: Any = None
         self._endpoint = ""
         self._serving: OpenAIServing | None = None

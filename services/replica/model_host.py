@@ -23,7 +23,9 @@ empty or its head wants the ordered model. A head that wants a third model swaps
 that model first, the order still standing.
 
 Each swap is timed (unload + load + warm-up, wall clock) and kept in `swaps`, what the replica
-reports as its measured swap time.
+reports as its measured swap time. When a swap ends (loaded or failed), the host calls
+`on_swap_end` once its state tells the new model (the replica pushes that state to the
+scheduler at once, so its books do not count the replica swapping until the next probe).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
@@ -113,6 +115,10 @@ class ModelHost(Generic[S]):
         self.swaps: list[SwapRecord] = []
         self.failed_requests = 0
         """Requests that waited for a model that failed to load (answered with an error)."""
+        self.on_swap_end: Callable[[], None] | None = None
+        """Called once each swap has ended and its waiting requests were let in (`status`
+        then names the model it loaded, or the one put back, and no swap unless the next one
+        started at once)."""
 
     async def start(self) -> S | None:
         """Load the first model (once, whoever calls first); the active model's serving, None
@@ -223,6 +229,8 @@ class ModelHost(Generic[S]):
             self._swap = None
             self._loading = None
             self._pump()
+            if self.on_swap_end is not None:
+                self.on_swap_end()
 
     def status(self) -> EngineStatus:
         """The active engine's state; requests waiting for their model count as waiting, and

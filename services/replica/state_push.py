@@ -5,6 +5,9 @@ token on a replica from the replica's own queue (requests waiting and running, p
 so it does not guess from its admission counters. From the replica's first request on,
 `StatePusher` sends the current `ReplicaState` every `interval_s`; a failed call is dropped (the
 next one carries fresher state), so a slow or restarting scheduler never holds the replica up.
+A replica also pushes its state once the moment a model swap ends (`push_soon`, on by default
+with or without the interval): the scheduler's books would otherwise count it swapping, its
+requests all waiting, until the next Status probe.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class StatePushArgs(BaseModel):
     """How the scheduler is called: Serve handles or the gRPC proxy."""
     timeout_ms: float = Field(500.0, gt=0)
     """Deadline of one UpdateReplica call."""
+    on_swap_end: bool = True
+    """Push the state once as soon as a model swap ends (a replica with swap_models), whether
+    or not `interval_ms` is set."""
 
 
 class StatePusher:
@@ -40,6 +46,7 @@ class StatePusher:
         self._state = state
         self._client: MeshClient | None = None
         self._task: asyncio.Task[None] | None = None
+        self._once: set[asyncio.Task[bool]] = set()
         self.sent = 0
         self.failed = 0
 
@@ -50,6 +57,17 @@ class StatePusher:
         if self._client is None:
             self._client = MeshClient(transport=self.args.transport)
         self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def push_soon(self) -> None:
+        """Send the current state once, off the caller's path, on the running event loop
+        (a swap's end; no-op with `on_swap_end` off)."""
+        if not self.args.on_swap_end:
+            return
+        if self._client is None:
+            self._client = MeshClient(transport=self.args.transport)
+        task = asyncio.get_running_loop().create_task(self.push_once())
+        self._once.add(task)
+        task.add_done_callback(self._once.discard)
 
     async def push_once(self) -> bool:
         """Send the current state once; True when the scheduler took it."""

@@ -246,6 +246,7 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
 
     async def _probe(self, names: list[str]) -> None:
         """One Status probe of each of `names`, in parallel, and what follows from the answers."""
+        asked = time.time()
         states = await asyncio.gather(*(self._status(n) for n in names))
         for name, state in zip(names, states, strict=True):
             if name not in self.shards.owned:
@@ -261,7 +262,8 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
             elif self.core.excused_misses > excused:
                 swap_to = self.core.replicas[name].swap_due()
                 health_event(self._tracer, "replica.swap_grace", name, swap_to=swap_to)
-            if state is not None and name not in self._pooled:
+            stale = self.core.replicas[name].answer_is_stale(asked)  # a push came since
+            if state is not None and name not in self._pooled and not stale:
                 self._queue_report(name, state)
             if state is None or name in self._pooled:
                 continue
@@ -385,6 +387,8 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
     ) -> scheduler_pb2.ReportReply:
         require_mesh_credential(grpc_context, "scheduler.UpdateReplica")
         self.states[request.replica.application] = request
+        if (replica := self.core.replicas.get(request.replica.application)) is not None:
+            replica.pushed_s = time.time()  # a probe answer asked before is older now
         self._queue_report(request.replica.application, request)
         return scheduler_pb2.ReportReply()
 

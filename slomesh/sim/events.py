@@ -47,6 +47,10 @@ class EventLoop(Protocol):
         """The scheduler's Status probe of every instance; the next probe, while one is due."""
         ...
 
+    def swap_ended(self, instance: SimInstance, now_s: float) -> None:
+        """`instance` finished loading a model (a live replica pushes its state then)."""
+        ...
+
     host_loads: HostLoads | None
     """The instances' model loads on one shared host (None: loads never slow each other)."""
 
@@ -112,8 +116,10 @@ class StepEnd:
         result = inst.core.update(self.plan)
         inst.in_flight = None
         moved = []  # loads on the host that speed up now this one ended (host_loads.py)
-        if sim.host_loads is not None and self.plan.kind is StepKind.LOAD_MODEL:
-            moved = sim.host_loads.end(inst, self.time_s)
+        if self.plan.kind is StepKind.LOAD_MODEL:
+            sim.swap_ended(inst, self.time_s)
+            if sim.host_loads is not None:
+                moved = sim.host_loads.end(inst, self.time_s)
         for seq in result.finished:
             sim.record_finish(seq, inst.name)
         for seq in result.sliced:

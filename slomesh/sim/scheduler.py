@@ -241,8 +241,13 @@ class SimScheduler:
         """Every engine's state as a Status answer at `now_s`: its queue for the TTFT guard,
         and what the live shell keeps of it in the books (LiveReplica.observe)."""
         for inst in self.views:
-            st = inst.status()
-            self.admission.ttft.update(inst.name, QueueReport.of(st, now_s))
-            books = self.admission.replicas.get(inst.name)
-            if books is not None:
-                books.observe(st.active_model, st.swapping, st.loaded_adapters, st.deadline_ordered)
+            self.observe(inst, now_s)
+
+    def observe(self, inst: SimInstance, now_s: float) -> None:
+        """`inst`'s state as the live shell takes a Status answer or a pushed state: its queue
+        for the TTFT guard and what the books keep of it (LiveReplica.observe)."""
+        st = inst.status()
+        self.admission.ttft.update(inst.name, QueueReport.of(st, now_s))
+        books = self.admission.replicas.get(inst.name)
+        if books is not None:
+            books.observe(st.active_model, st.swapping, st.loaded_adapters, st.deadline_ordered)

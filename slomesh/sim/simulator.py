@@ -244,6 +244,12 @@ class Simulator:
             return []
         return [Probe(now_s + self.live.config.status_interval_s)]
 
+    def swap_ended(self, instance: SimInstance, now_s: float) -> None:
+        """A model load ended on `instance`: under the live view its state reaches the books at
+        once, as the live replica pushes it (services/replica/state_push.py)."""
+        if self.live is not None:
+            self.scheduler.observe(instance, now_s)
+
     def next_arrival(self) -> list[Event]:
         req = next(self._arrivals, None)
         return [] if req is None else [Arrival(req.arrival_s, req)]

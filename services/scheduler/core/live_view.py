@@ -71,6 +71,9 @@ class LiveReplica:
     """The model of the scheduler's swap order not yet seen carried out ("": none); cleared
     once Status names it active (the replica keeps an order while it swaps to a third model
     first: shared/domain/swap_order.py)."""
+    pushed_s: float = -math.inf
+    """When the replica's latest pushed state reached the books (UpdateReplica: a replica
+    pushes its state the moment a model swap ends, and every push interval where set)."""
 
     @property
     def name(self) -> str:
@@ -126,6 +129,12 @@ class LiveReplica:
             self.observe_active(active_model, swapping)
         self.adapters = adapters
         self.deadline_ordered = deadline_ordered
+
+    def answer_is_stale(self, asked_s: float) -> bool:
+        """A Status answer to a probe sent at `asked_s` is older than the books: a state the
+        replica pushed reached them after the probe was sent (the answer may have been taken
+        before the push; one taken after it tells the same, and the next probe comes anyway)."""
+        return asked_s < self.pushed_s
 
     def observe_active(self, model: str, swapping: bool = False) -> None:
         """The replica's Status named `model` active (`swapping`: a swap to it runs)."""

@@ -13,6 +13,7 @@ from shared.domain.engine import EngineConfig
 from shared.profiles.io import load_profiles
 from slomesh.bench.scenarios import SCENARIOS
 from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.instance import SimInstance
 from slomesh.sim.live_view import LiveTiming, LiveViewConfig
 from slomesh.sim.simulator import Simulator
 from slomesh.stacks import STACKS
@@ -117,3 +118,32 @@ def test_the_books_of_an_instance_list_its_other_models_as_swap_models() -> None
         assert b.model == starts[name]
         assert set(b.swap_profiles) == set(b.models) - {starts[name]}
         assert set(b.models) == {"tiny-llama", "tiny-llama-b", "tiny-llama-c"}
+
+
+@pytest.mark.parametrize("stack", ["serve-multiplex", "qlm-recompute"])
+def test_a_loads_end_reaches_the_books_at_once_as_the_replica_pushes_it(stack: str) -> None:
+    """The probes during the load saw it swapping; the state pushed at its end (as a live
+    replica pushes it, services/replica/state_push.py) tells the books at once that the model
+    it loaded is active and no swap runs, not at the next probe."""
+    sc = SCENARIOS.create("many-models")
+    c = Request("c1", "tiny-llama-c", 64, 8, 0.0, SLO(60.0, None, class_name="c"))
+    sim = Simulator(sc.cluster, STACKS.create(stack), [c], live_view=LiveViewConfig())
+    books = sim.scheduler.admission.replicas
+    seen: list[tuple[str, bool, bool]] = []
+    during: list[bool] = []
+    probe, ended = sim.scheduler.probe, sim.swap_ended
+
+    def probed(now_s: float) -> None:
+        probe(now_s)
+        during.extend(b.swapping for b in books.values())
+
+    def spy(inst: SimInstance, now_s: float) -> None:
+        ended(inst, now_s)
+        b = books[inst.name]
+        seen.append((str(b.active_model), b.swapping, inst.status().swapping))
+
+    sim.scheduler.probe = probed  # type: ignore[method-assign]
+    sim.swap_ended = spy  # type: ignore[method-assign,assignment]
+    sim.run()
+    assert any(during)  # a probe saw the load run
+    assert seen == [("tiny-llama-c", False, False)]
