@@ -44,10 +44,11 @@ from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.calibrate import calibrated, loop_delay
 from slomesh.bench.agree.host_speed import calibrated_on_trace
+from slomesh.bench.agree.mesh_calls import ready_replicas, swap_logs
 from slomesh.bench.agree.report_delay import report_delays
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
-from slomesh.launch import mesh
+from slomesh.launch import mesh, readiness
 from slomesh.sim.host_speed import HostSpeed
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.scheduler import SimAdmissionConfig
@@ -268,11 +269,21 @@ def run_live(
             load0 = os.getloadavg()
             try:
                 log.unlink(missing_ok=True)
-                started = mesh.start(config)
-                base = mesh.openai_url(config).removesuffix("/v1")
+                # every replica ready first, then ready and warm on the models the replicas
+                # start on, as the simulator starts them (a request placed while a replica is
+                # not ready, or for another model, would move a model before the trace)
+                starts = readiness.start_models(config)
+                t_start = time.monotonic()
+                mesh.start(config, ready_timeout_s=None)
+                expected = readiness.replicas_by_start_model(config)
+                readiness.wait_for_replicas(ready_replicas, expected)
+                url = mesh.openai_url(config)
+                readiness.wait_until_serving(url, starts, readiness.probe_key(config))
+                started = time.monotonic() - t_start
+                base = url.removesuffix("/v1")
                 model = _served_model(config)
-
-                asyncio.run(warm_up(base, model, builder.build(32, 1)))
+                for m in starts:
+                    asyncio.run(warm_up(base, m, builder.build(32, 1)))
                 if calibration:
                     for rate, reqs in calibration.items():
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
@@ -284,7 +295,7 @@ def run_live(
                 wall = time.monotonic() - t
                 time.sleep(1.0)  # the last Reports reach the scheduler's log
                 load1 = os.getloadavg()
-                res.swaps[stack] = _swap_logs(config)
+                res.swaps[stack] = swap_logs(config)
             finally:
                 mesh.stop(config)
                 ray_stop()
@@ -363,22 +374,6 @@ def _send(
 
     with priority(nice):
         return asyncio.run(replay(base, model, reqs, prompt))
-
-
-def _swap_logs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each replica's measured swaps (ReplicaDeployment.SwapLog) on the running mesh."""
-    from ray import serve
-
-    out: dict[str, dict[str, Any]] = {}
-    for app in config["applications"]:
-        name = app["name"]
-        if not name.startswith("replica-"):
-            continue
-        try:
-            out[name] = dict(serve.get_app_handle(name).SwapLog.remote().result(timeout_s=30))
-        except Exception as err:  # a report of the run: a failed call is written down, not raised
-            out[name] = {"error": f"{type(err).__name__}: {err}"}
-    return out
 
 
 def _read_log(path: Path) -> list[ScoredWait]:

@@ -37,6 +37,58 @@ def ingress_models(config: dict[str, Any]) -> list[str]:
     return []
 
 
+def _scheduled_replicas(config: dict[str, Any]) -> list[dict[str, Any]]:
+    for app in config.get("applications", []):
+        if app.get("name") == "scheduler":
+            reps = (app.get("args") or {}).get("replicas") or []
+            return [r for r in reps if isinstance(r, dict) and r.get("model")]
+    return []
+
+
+def replicas_by_start_model(config: dict[str, Any]) -> dict[str, int]:
+    """How many of the scheduler's replicas start on each model (what its Health counts as
+    ready replicas per model once each has answered a Status probe)."""
+    out: dict[str, int] = {}
+    for r in _scheduled_replicas(config):
+        out[str(r["model"])] = out.get(str(r["model"]), 0) + 1
+    return out
+
+
+def wait_for_replicas(
+    ready: Callable[[], dict[str, int]],
+    expected: dict[str, int],
+    timeout_s: float = READY_TIMEOUT_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Poll `ready()` (the scheduler's ready replicas per model: its Health) until each model
+    has its `expected` count; MeshNotReady naming the models short of it after `timeout_s`.
+    Until a replica has answered the scheduler's first Status probe nothing is placed there: a
+    request sent before then is placed on the others (a static placement pins a model to the
+    replicas it saw then, where the simulator sees every replica from the start)."""
+    deadline = clock() + timeout_s
+    while True:
+        have = ready()
+        short = {m: n for m, n in expected.items() if have.get(m, 0) < n}
+        if not short:
+            return
+        if clock() >= deadline:
+            said = ", ".join(f"{m} {have.get(m, 0)}/{n}" for m, n in sorted(short.items()))
+            raise MeshNotReady(f"replicas not ready after {timeout_s:.0f} s: {said}")
+        sleep(0.2)
+
+
+def start_models(config: dict[str, Any]) -> list[str]:
+    """The ingress's models that a replica starts on (the scheduler's replica list), in the
+    ingress's order; every model of the ingress where the scheduler lists no replica. On a mesh
+    whose replicas swap models, a completion for any other model sets off a swap before the
+    first client request comes (a bench that waits for those starts its trace with replicas
+    swapping or on other models than the ones they start on)."""
+    models = ingress_models(config)
+    starts = replicas_by_start_model(config)
+    return [m for m in models if m in starts] or models
+
+
 def probe_key(config: dict[str, Any]) -> str | None:
     """The API key the probe sends: none while the ingress serves anonymous callers, else its
     first configured key (with required keys, an anonymous probe would get 401)."""

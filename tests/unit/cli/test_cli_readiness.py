@@ -11,8 +11,18 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from slomesh.launch.readiness import MeshNotReady, ingress_models, probe_key, wait_until_serving
+from slomesh.launch.mesh import DEPLOY_DIR
+from slomesh.launch.readiness import (
+    MeshNotReady,
+    ingress_models,
+    probe_key,
+    replicas_by_start_model,
+    start_models,
+    wait_for_replicas,
+    wait_until_serving,
+)
 
 BASE = "http://127.0.0.1:8100/v1"
 OK = {"choices": [{"text": "x", "finish_reason": "length"}]}
@@ -142,3 +152,75 @@ def test_the_key_goes_in_the_authorization_header() -> None:
     script = Script({"m1": [lambda: httpx.Response(200, json=OK)]})
     _run(script, ["m1"], api_key="sk-a")
     assert script.auth == ["Bearer sk-a"]
+
+
+def _with_replicas(*replicas: dict[str, Any]) -> dict[str, Any]:
+    config = _config(None)
+    config["applications"][0]["args"] = {"replicas": list(replicas)}
+    return config
+
+
+@pytest.mark.parametrize(
+    ("replicas", "starts"),
+    [
+        ((), ["m1", "m2"]),  # the scheduler lists no replica: every model of the ingress
+        (({"application": "r0", "model": "m1"},), ["m1"]),
+        (  # each replica's own start model; m1 only after a swap
+            (
+                {"application": "r0", "model": "m2", "swap_models": ["m1"]},
+                {"application": "r1", "model": "m2", "swap_models": ["m1"]},
+            ),
+            ["m2"],
+        ),
+        (({"application": "r0", "model": "other"},), ["m1", "m2"]),  # none the ingress serves
+    ],
+)
+def test_a_bench_waits_for_the_models_the_replicas_start_on(
+    replicas: tuple[dict[str, Any], ...], starts: list[str]
+) -> None:
+    assert start_models(_with_replicas(*replicas)) == starts
+
+
+def test_the_shipped_many_models_mesh_starts_on_two_of_its_three_models() -> None:
+    config = yaml.safe_load((DEPLOY_DIR / "local-many-models.yaml").read_text())
+    assert ingress_models(config) == ["tiny-llama", "tiny-llama-b", "tiny-llama-c"]
+    assert start_models(config) == ["tiny-llama", "tiny-llama-b"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "polls", "error"),
+    [
+        ([{"a": 1, "b": 1}], 1, None),  # every replica ready at once
+        ([{}, {"a": 1}, {"a": 1, "b": 1}], 3, None),  # the second replica answers later
+        ([{"a": 2, "b": 1}], 1, None),
+        ([{"a": 1}], 6, "b 0/1"),  # never: the deadline names the model short of replicas
+    ],
+)
+def test_a_bench_waits_until_every_replica_is_ready(
+    answers: list[dict[str, int]], polls: int, error: str | None
+) -> None:
+    seen: list[dict[str, int]] = []
+    now = [0.0]
+
+    def ready() -> dict[str, int]:
+        seen.append(answers[min(len(seen), len(answers) - 1)])
+        return seen[-1]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    def wait() -> None:
+        wait_for_replicas(ready, {"a": 1, "b": 1}, 1.0, sleep, lambda: now[0])
+
+    if error is None:
+        wait()
+    else:
+        with pytest.raises(MeshNotReady, match=error):
+            wait()
+    assert len(seen) == polls
+
+
+def test_the_replicas_expected_are_the_schedulers_by_start_model() -> None:
+    config = yaml.safe_load((DEPLOY_DIR / "local-many-models.yaml").read_text())
+    assert replicas_by_start_model(config) == {"tiny-llama": 1, "tiny-llama-b": 1}
+    assert replicas_by_start_model(_config(None)) == {}
