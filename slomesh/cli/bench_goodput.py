@@ -17,16 +17,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from slomesh.bench.compare.stats import SYSTEM_NAMES
 from slomesh.cli.errors import UsageError
 
-SYSTEMS = (
-    "bare-vllm",
-    "ray-serve-llm",
-    "slomesh-1",
-    "slomesh-proxy",
-    "slomesh-no-priority",
-    "slomesh",
-)
+SYSTEMS = SYSTEM_NAMES
+"""The systems bench-goodput starts by name: those bench-mesh --compare knows."""
 PORTS = {"bare-vllm": 8001, "ray-serve-llm": 8002}
 """Where the peers listen (slomesh: its config's front door, 8100)."""
 

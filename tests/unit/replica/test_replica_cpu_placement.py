@@ -12,9 +12,11 @@ import pytest
 
 from services.replica.vllm.config import VLLMEngineConfig
 from services.replica.vllm.cpu_placement import node_root, place_mesh, split_cpus
+from tests.unit.replica.fake_proc import ProcTree
+from tests.unit.replica.fake_proc import fake_proc as write_proc
 
 # pid: (parent, short name, command line, threads)
-TREE = {
+TREE: ProcTree = {
     10: (1, "bash", "bash", (10,)),
     20: (10, "python", "slomesh up", (20,)),
     30: (20, "raylet", "raylet --node", (30, 31)),
@@ -29,14 +31,7 @@ TREE = {
 
 
 def fake_proc(root: Path) -> Path:
-    for pid, (ppid, name, cmdline, threads) in TREE.items():
-        d = root / str(pid)
-        (d / "task").mkdir(parents=True)
-        (d / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194560 0 0\n")
-        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
-        for tid in threads:
-            (d / "task" / str(tid)).mkdir()
-    return root
+    return write_proc(root, TREE)
 
 
 def test_the_node_root_is_the_raylet_above_the_replica(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ import pytest
 
 from services.replica.vllm.config import VLLMEngineConfig
 from services.replica.vllm.cpu_priority import engine_processes, prioritize_engine
+from tests.unit.replica.fake_proc import ProcTree
+from tests.unit.replica.fake_proc import fake_proc as write_proc
 
 # pid: (parent, short name, command line, threads)
-TREE = {
+TREE: ProcTree = {
     100: (1, "ray::ServeRepli", "ray::ServeReplica:replica-0:Replica", (100, 101)),
     200: (100, "VLLM::EngineCor", "VLLM::EngineCore", (200, 201, 202)),
     250: (200, "python", "python -c from multiprocessing.resource_tracker import main", (250,)),
@@ -25,15 +27,7 @@ TREE = {
 
 
 def fake_proc(root: Path) -> Path:
-    for pid, (ppid, name, cmdline, threads) in TREE.items():
-        d = root / str(pid)
-        (d / "task").mkdir(parents=True)
-        (d / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194560 0 0\n")
-        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
-        for tid in threads:
-            (d / "task" / str(tid)).mkdir()
-    (root / "self").mkdir()  # not a pid: skipped
-    return root
+    return write_proc(root, TREE)
 
 
 def test_engine_processes_are_the_titled_descendants(tmp_path: Path) -> None:
