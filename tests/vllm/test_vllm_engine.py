@@ -157,15 +157,21 @@ def test_two_concurrent_requests_complete(engine: Any, arun: Any, req: Any) -> N
     assert (first[-1].num_output_tokens, second[-1].num_output_tokens) == (10, 7)
 
 
+TOKENS = 200
+"""The evicted request's output length."""
+
+
 def test_evict_then_resume_completes_the_request(engine: Any, arun: Any, req: Any) -> None:
-    reference = arun(collect(engine, req("ref", 24)))
+    # long enough that the request is still running when the evict reaches the engine, 5 chunks
+    # in, however fast the host streams the rest
+    reference = arun(collect(engine, req("ref", TOKENS)))
 
     async def scenario() -> tuple[list[TokenChunk], list[str], list[str], int, int]:
         chunks: list[TokenChunk] = []
         evicted_at = asyncio.Event()
 
         async def consume() -> None:
-            async for chunk in engine.generate(req("evictee", 24)):
+            async for chunk in engine.generate(req("evictee", TOKENS)):
                 chunks.append(chunk)
                 if len(chunks) == 5:
                     evicted_at.set()
@@ -183,8 +189,8 @@ def test_evict_then_resume_completes_the_request(engine: Any, arun: Any, req: An
 
     chunks, evicted, resumed, during, n_before = arun(scenario())
     assert evicted == ["evictee"] and resumed == ["evictee"] and during == 1
-    check_stream(chunks, 24)
-    assert chunks[-1].num_output_tokens == 24 and n_before < 24
+    check_stream(chunks, TOKENS)
+    assert chunks[-1].num_output_tokens == TOKENS and n_before < TOKENS
     # greedy decoding resumed from prompt + generated token ids continues the same sequence
     tokens = [t for c in chunks for t in c.token_ids]
     assert tokens == [t for c in reference for t in c.token_ids]
