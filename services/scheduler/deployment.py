@@ -109,8 +109,9 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
                 span.set_attribute("slomesh.resume_output_tokens", resumed)
                 decision = self.core.resume_slice(req, resumed, time.time())
             else:
-                self.scaling.arrival(req, time.time())
-                decision = self.core.admit(req, time.time())
+                self.scaling.arrival(req, now := time.time())
+                self.report_log.admitted(req, now)  # its hop from the ingress (report_log.py)
+                decision = self.core.admit(req, now)
             self._dispatch()
             span.set_attribute("slomesh.stack", decision.stack)
             span.set_attribute("slomesh.admitted", decision.admitted)
@@ -293,13 +294,10 @@ class SchedulerDeployment(ShardMember, LeaseRpc):
         self.core.ttft.update(application, report)
 
     async def _status(self, name: str) -> common_pb2.ReplicaState | None:
+        query, timeout_s = replica_pb2.StatusQuery(), self.args.status_timeout_ms / 1e3
         try:
             state: common_pb2.ReplicaState = await self.client.call(
-                name,
-                "replica",
-                "Status",
-                replica_pb2.StatusQuery(),
-                self.args.status_timeout_ms / 1e3,
+                name, "replica", "Status", query, timeout_s
             )
             return state
         except CallFailed:

@@ -31,6 +31,8 @@ from shared.domain import HardwareProfile
 from shared.domain.engine import EngineConfig
 from shared.metrics.records import RequestRecord
 from shared.profiles.io import load_profiles, save_profiles
+from slomesh.bench.agree.admission_hop import AdmissionHops
+from slomesh.bench.agree.admission_hop import describe as describe_hops
 from slomesh.bench.agree.hints import plans_on_hints, with_live_hints
 from slomesh.bench.agree.load_overlap import fit_load_slowdown
 from slomesh.bench.agree.outcomes import outcomes
@@ -213,10 +215,12 @@ def run(args: argparse.Namespace) -> int:
         speed: HostSpeed | None = None,
         delays: Sequence[float] = (),
         swaps: dict[str, dict[str, Any]] | None = None,
+        hops: AdmissionHops | None = None,
     ) -> HardwareProfile:
         """`p` simulated once per --sim-seeds seed (the median seed's run is kept); its profile
         as the page describes it (with the policy's view). `swaps`: the live replicas' swap
-        logs (a scenario's loads at once slow each other as they did there)."""
+        logs (a scenario's loads at once slow each other as they did there); `hops`: the
+        admission hops measured live (slomesh/bench/agree/admission_hop.py)."""
         stack = stacks[p]
         if stack.policy == "qlm":
             stack = stack.with_policy_options(qlm_options(args, stack.policy_options))
@@ -229,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
         books = args.policy_view == "books"
         span = max(r.arrival_s for r in trace) - min(r.arrival_s for r in trace)
         view = f"the policy reads the scheduler's books ({describe(delays, span, replicas)})"
+        if hops is not None:
+            view = f"{view}; {describe_hops(hops)}"
         if scen is not None:
             fit = fit_load_slowdown(swaps or {}, profile_swap_s(load_profiles(args.profile)))
             scen_runs = [
@@ -266,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
                     ingress.model_copy(update={"routing_seed": seed}),
                     loop_lag_s,
                     speed,
-                    live_view(config, delays, seed) if books else None,
+                    live_view(config, delays, seed, hops) if books else None,
                     planning=profile,  # the file the live scheduler plans with
                 )
                 for seed in args.sim_seeds
@@ -327,7 +333,13 @@ def run(args: argparse.Namespace) -> int:
         with priority(15):
             delays = res.report_delays.get(p, [])
             res.profiles[p] = simulated(
-                p, prof, res.loop_lags.get(p, 0.0), res.speeds.get(p), delays, res.swaps.get(p)
+                p,
+                prof,
+                res.loop_lags.get(p, 0.0),
+                res.speeds.get(p),
+                delays,
+                res.swaps.get(p),
+                res.hops.get(p),
             )
         publish(res, prof)
 

@@ -42,6 +42,7 @@ from typing import Any
 from services.scheduler.core.qlm.rwt_error import ScoredWait
 from shared.domain import HardwareProfile
 from shared.metrics.records import RequestRecord
+from slomesh.bench.agree.admission_hop import AdmissionHops, admission_hops
 from slomesh.bench.agree.calibrate import calibrated, loop_delay
 from slomesh.bench.agree.host_speed import calibrated_on_trace
 from slomesh.bench.agree.mesh_calls import ready_replicas, swap_logs
@@ -239,6 +240,9 @@ class LiveResults:
     report_delays: dict[str, list[float]] = field(default_factory=dict)
     """stack -> the delays from each stream's end to its report reaching the scheduler's books
     over its trace, s (the scheduler's report log: slomesh/bench/agree/report_delay.py)."""
+    hops: dict[str, AdmissionHops] = field(default_factory=dict)
+    """stack -> its trace's hops from the ingress to the scheduler's admission check (the same
+    log: slomesh/bench/agree/admission_hop.py)."""
 
 
 def run_live(
@@ -269,6 +273,7 @@ def run_live(
             load0 = os.getloadavg()
             try:
                 log.unlink(missing_ok=True)
+                reports.unlink(missing_ok=True)  # the calibration's lines stay: the base hop
                 # every replica ready first, then ready and warm on the models the replicas
                 # start on, as the simulator starts them (a request placed while a replica is
                 # not ready, or for another model, would move a model before the trace)
@@ -284,14 +289,16 @@ def run_live(
                 model = _served_model(config)
                 for m in starts:
                     asyncio.run(warm_up(base, m, builder.build(32, 1)))
+                windows: dict[str, tuple[float, float]] = {}
                 if calibration:
                     for rate, reqs in calibration.items():
+                        t_cal = time.time()
                         cal[rate] = _send(builder, base, model, reqs, args.client_nice)
+                        windows[f"{rate:g}"] = (t_cal, time.time())
                         raw_cal = json.dumps([asdict(r) for r in cal[rate]])
                         (out / f"live-calibration-{stack}-{rate:g}.json").write_text(raw_cal)
-                reports.unlink(missing_ok=True)
-                t, t_unix = time.monotonic(), time.time()
-                res.records[stack] = _send(builder, base, model, trace, args.client_nice)
+                t, t_unix, origin = time.monotonic(), time.time(), list[float]()
+                res.records[stack] = _send(builder, base, model, trace, args.client_nice, origin)
                 wall = time.monotonic() - t
                 time.sleep(1.0)  # the last Reports reach the scheduler's log
                 load1 = os.getloadavg()
@@ -308,6 +315,8 @@ def run_live(
             "loadavg_before": load0,
             "loadavg_after": load1,
             "trace_start_unix_s": t_unix,
+            "trace_origin_unix_s": origin[0],
+            "calibration_unix_s": windows,
         }
         derive(args, spec, trace, profile, replicas_of(config), stack, cal, res, out)
         print(
@@ -334,7 +343,8 @@ def derive(
     """What `stack`'s live run in `res` (its records), its calibration traces' records `cal`
     and files in `out` (its scheduler's logs) give its simulation: the calibrated profile
     and the ingress loop's delay; the profile fitted again on the trace and the host's speed
-    over it (with `host_speed_window_s` > 0); the scored waits and the report delays."""
+    over it (with `host_speed_window_s` > 0); the scored waits, the report delays and the
+    admission hops."""
     loop_note = ""
     if cal:
         prof = calibrated(profile, cal, replicas, args.max_num_seqs, spec.rate_rps)
@@ -360,12 +370,19 @@ def derive(
     res.scored[stack] = _read_log(out / f"rwt-{stack}.jsonl")
     since = res.env.get(stack, {}).get("trace_start_unix_s", 0.0)  # calibration's left out
     res.report_delays[stack] = report_delays(out / f"reports-{stack}.jsonl", since)
+    res.hops[stack] = admission_hops(out / f"reports-{stack}.jsonl", trace, res.env.get(stack, {}))
 
 
 def _send(
-    builder: Any, base: str, model: str, reqs: Sequence[AgreeRequest], nice: int
+    builder: Any,
+    base: str,
+    model: str,
+    reqs: Sequence[AgreeRequest],
+    nice: int,
+    origin: list[float] | None = None,
 ) -> list[RequestRecord]:
-    """Replay `reqs` on the mesh at `base` with the client's priority changed by `nice`."""
+    """Replay `reqs` on the mesh at `base` with the client's priority changed by `nice`; the
+    wall time of the replay's offset 0 is appended to `origin`."""
     from slomesh.bench.agree.live import replay
 
     def prompt(r: AgreeRequest) -> str:
@@ -373,7 +390,8 @@ def _send(
         return text
 
     with priority(nice):
-        return asyncio.run(replay(base, model, reqs, prompt))
+        started = origin.append if origin is not None else None
+        return asyncio.run(replay(base, model, reqs, prompt, started=started))
 
 
 def _read_log(path: Path) -> list[ScoredWait]:

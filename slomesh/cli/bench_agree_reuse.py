@@ -4,10 +4,10 @@ A live run writes each stack's records (`live-STACK.json`), its calibration trac
 (`live-calibration-STACK-RATE.json`), its scheduler's logs (`rwt-STACK.jsonl`,
 `reports-STACK.jsonl`) and the report with the host's load around each stack (`agree.json`)
 into its --out directory. Reading them back gives the simulated side everything the live run
-gave it (calibration, host speed, report delays: slomesh/cli/bench_agree_live.py `derive`),
-so the simulator can be run again on the same live records, as many times as needed, without
-the mesh or the live lock. The trace must be the one that was run: the stored report's trace
-arguments are checked against this invocation's.
+gave it (calibration, host speed, report delays, admission hops:
+slomesh/cli/bench_agree_live.py `derive`), so the simulator can be run again on the same live
+records, as many times as needed, without the mesh or the live lock. The trace must be the one
+that was run: the stored report's trace arguments are checked against this invocation's.
 """
 
 from __future__ import annotations

@@ -14,9 +14,13 @@ slomesh/sim/simulator.py): the policy reads the same `LiveReplica` books, kept b
 admission code, each finish reaches them `report delay` later, drawn from the delays measured
 live (`report_delays_s`, e.g. from the scheduler's `report_log_file`:
 slomesh/bench/agree/report_delay.py), and the guard's reports are the engines' queues taken
-every `status_interval_s`, starting at a seeded phase. `seed` draws the delays and that phase:
-runs over several seeds show how far the simulated outcome moves with the timing alone.
-Without one, the policy reads the simulated engines' exact state and hears every step end.
+every `status_interval_s`, starting at a seeded phase. Each arrival reaches the scheduler's
+admission check its measured hop after the ingress let it in (`admission_hops_s`, by request,
+e.g. from the same log: slomesh/bench/agree/admission_hop.py; else `admission_hop_s`), and the
+TTFT guard counts that hop as time spent, as live (services/scheduler/core/ttft_admission.py).
+`seed` draws the delays and that phase: runs over several seeds show how far the simulated
+outcome moves with the timing alone. Without one, the policy reads the simulated engines' exact
+state and hears every step end.
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ class LiveViewConfig(BaseModel):
     report_delays_s: tuple[float, ...] = ()
     """Measured delays from a stream's end to its report reaching the scheduler, seconds; each
     simulated finish draws one (empty: reported at once)."""
+    admission_hops_s: dict[str, float] = {}
+    """Measured hops from the ingress letting a request in (its arrival) to the scheduler's
+    admission check, seconds, by request id: the simulated scheduler checks the request that
+    long after its arrival, and the TTFT guard counts the hop as time spent."""
+    admission_hop_s: float = Field(0.0, ge=0)
+    """The hop of a request without a measured one, seconds."""
     status_interval_s: float = Field(1.0, gt=0)
     """How often the scheduler asks each replica's Status (its `reconcile_interval_ms` / 1000):
     the TTFT guard's queue reports are taken this often."""
@@ -53,6 +63,12 @@ class LiveTiming:
         """One delay from a finish to its report (a measured one, drawn at random; 0 with
         none measured)."""
         return self._rng.choice(self._delays) if self._delays else 0.0
+
+    def admission_hop_s(self, request_id: str) -> float:
+        """The hop from `request_id`'s arrival to its admission check (its measured one, else
+        the config's constant)."""
+        hops = self.config.admission_hops_s
+        return max(0.0, hops.get(request_id, self.config.admission_hop_s))
 
     def first_probe_s(self, start_s: float) -> float:
         """When the first Status probe after `start_s` is answered (uniform over one

@@ -11,7 +11,6 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from services.ingress.core.credits import Credit
 from services.ingress.core.slice_budget import served_slice_tokens
@@ -19,17 +18,16 @@ from services.replica.core.sequence import Sequence as Seq
 from services.scheduler.core import events as cev
 from services.scheduler.core.output import Rejection
 from services.scheduler.core.ttft_admission import TTFTAdmissionConfig
-from shared.domain import HardwareProfile, Request
+from shared.domain import Request
 from shared.domain.scorpio import ScorpioConfig
 from shared.metrics.records import InstanceStats, RequestRecord, RunResult
-from shared.profiles.defaults import default_profile
-from shared.profiles.io import load_profiles
 from slomesh.sim.applier import SimApplier
-from slomesh.sim.cluster import ClusterSpec, InstanceSpec
+from slomesh.sim.cluster import ClusterSpec
 from slomesh.sim.events import Arrival, Delivered, Event, Later, Probe, Schedule, Tick
 from slomesh.sim.host_loads import HostLoads
 from slomesh.sim.ingress import SimIngress, SimIngressConfig
 from slomesh.sim.instance import SimInstance
+from slomesh.sim.instance_profiles import instance_profiles
 from slomesh.sim.leases import SimLeases, credits_of
 from slomesh.sim.live_view import LiveTiming, LiveViewConfig
 from slomesh.sim.scheduler import SimAdmissionConfig, SimScheduler
@@ -81,7 +79,7 @@ class Simulator:
         )
         instances: list[SimInstance] = []
         for spec in cluster.instances:
-            profiles = _profiles(spec)
+            profiles = instance_profiles(spec)
             for _ in range(spec.count):
                 name = f"i{len(instances)}-{spec.gpu}"
                 instances.append(SimInstance(name, spec.gpu, profiles, engine, spec.models[0]))
@@ -148,6 +146,15 @@ class Simulator:
             self._ingress_of[request.request_id] = self.ingress.replica_of(request.request_id)
         if self.leases is not None and self._on_credit(request, now):
             return
+        hop = self.live.admission_hop_s(request.request_id) if self.live is not None else 0.0
+        if hop > 0:  # the scheduler checks it that long after the ingress let it in
+            self._push(Later(now + hop, lambda t: self._admit(cev.Arrival(request, now_s=t))))
+            return
+        self._admit(event)
+
+    def _admit(self, event: cev.Arrival) -> None:
+        """The scheduler's admission check of `event`'s request (Admit) and its verdict heard."""
+        request, now = event.request, event.now_s
         self._arriving, self._verdict = request.request_id, None
         self.run_on(self.scheduler, event)
         self._arriving = None
@@ -373,26 +380,3 @@ def admission_ttft_guard(scorpio: ScorpioConfig | None) -> TTFTAdmissionConfig:
         deadline_aware=scorpio.ttft_deadline_aware,
         bounds_in_flight=scorpio.ttft_bounds_in_flight,
     )
-
-
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "ray" / "profiles"
-"""Where a relative `InstanceSpec.profile_file` is read from."""
-
-
-def _profiles(spec: InstanceSpec) -> dict[str, HardwareProfile]:
-    if spec.profile_file is not None:
-        path = Path(spec.profile_file)
-        found = {
-            p.model: p for p in load_profiles(path if path.is_absolute() else PROFILES_DIR / path)
-        }
-        missing = [m for m in spec.models if m not in found]
-        if missing:
-            raise ValueError(
-                f"profile_file {spec.profile_file}: no profile of {', '.join(missing)} "
-                f"(it has {', '.join(found)})"
-            )
-        return {m: found[m] for m in spec.models}
-    tp = spec.tensor_parallel
-    if tp is None:  # one TP degree for the whole instance: what its largest model needs
-        tp = max(default_profile(spec.gpu, m).tensor_parallel for m in spec.models)
-    return {m: default_profile(spec.gpu, m, tp) for m in spec.models}

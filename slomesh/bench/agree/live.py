@@ -83,14 +83,18 @@ async def replay(
     requests: Sequence[AgreeRequest],
     prompt_of: Callable[[AgreeRequest], str],
     start_delay_s: float = 1.0,
+    started: Callable[[float], None] | None = None,
 ) -> list[RequestRecord]:
     """Send every request at its arrival offset, naming its own model where it has one, else
-    `model`; one record per request, in trace order."""
+    `model`; one record per request, in trace order. `started` is given the wall time (s) of
+    offset 0 (to date the mesh's own logs on the trace's clock)."""
     prompts = [prompt_of(r) for r in requests]  # built before the clock starts
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     timeout = httpx.Timeout(3600.0, connect=30.0)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
         t0 = time.monotonic() + start_delay_s
+        if started is not None:
+            started(time.time() + start_delay_s)
         tasks = [_one(client, r, p, model, t0) for r, p in zip(requests, prompts, strict=True)]
         return list(await asyncio.gather(*tasks))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from services.scheduler.args import SchedulerArgs
+from slomesh.bench.agree.admission_hop import AdmissionHops
 from slomesh.sim.ingress import SimIngressConfig
 from slomesh.sim.live_view import LiveViewConfig
 
@@ -43,13 +44,21 @@ def report_delays(path: Path, since_unix_s: float = 0.0) -> list[float]:
     return out
 
 
-def live_view(config: dict[str, Any], delays: Sequence[float], seed: int) -> LiveViewConfig:
-    """The live view of the mesh `config` (its scheduler's Status interval) with `delays`."""
+def live_view(
+    config: dict[str, Any], delays: Sequence[float], seed: int, hops: AdmissionHops | None = None
+) -> LiveViewConfig:
+    """The live view of the mesh `config` (its scheduler's Status interval) with `delays` and
+    the admission `hops` (slomesh/bench/agree/admission_hop.py; None: none measured)."""
     apps = {app["name"]: app.get("args", {}) for app in config["applications"]}
     interval_ms = SchedulerArgs.model_fields["reconcile_interval_ms"].default
     interval_ms = apps.get("scheduler", {}).get("reconcile_interval_ms", interval_ms)
+    hops = hops if hops is not None else AdmissionHops()
     return LiveViewConfig(
-        report_delays_s=tuple(delays), status_interval_s=interval_ms / 1e3, seed=seed
+        report_delays_s=tuple(delays),
+        admission_hops_s=hops.by_request,
+        admission_hop_s=hops.base_s,
+        status_interval_s=interval_ms / 1e3,
+        seed=seed,
     )
 
 

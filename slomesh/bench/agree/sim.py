@@ -111,8 +111,13 @@ def simulate(
     `host_speed`: the live host's speed over the trace (None: the profile's throughout);
     `live_view`: the policy reads the scheduler's books, reported late, as live
     (slomesh/sim/live_view.py; None: the engines' exact state); `planning`: the profile the
-    live scheduler plans with (None: `profile`)."""
+    live scheduler plans with (None: `profile`). With `live_view`, each request reaches the
+    simulated scheduler its measured admission hop after its arrival, which comes the submit
+    overhead less the hop it holds (`live_view.admission_hop_s`, the base hop) after it was sent
+    (slomesh/bench/agree/admission_hop.py)."""
     overhead = profile.submit_overhead_s
+    if live_view is not None:  # the hop to the scheduler's check is replayed on its own
+        overhead = max(0.0, overhead - live_view.admission_hop_s)
     if ingress is not None:
         ingress = ingress.model_copy(update={"hops_s": overhead, "loop_lag_s": loop_lag_s})
     sim = ProfiledSimulator(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -117,7 +117,15 @@ def test_a_stored_live_run_is_read_back_only_for_its_own_trace(tmp_path: Path) -
         reuse_live=tmp_path,
     )
     stored = {k: str(v) for k, v in vars(args).items() if k in ("profile",)}
-    env = {"a": {"loadavg_before": [1.0], "loadavg_after": [2.0], "trace_start_unix_s": 100.0}}
+    env = {
+        "a": {
+            "loadavg_before": [1.0],
+            "loadavg_after": [2.0],
+            "trace_start_unix_s": 100.0,
+            "trace_origin_unix_s": 101.0,
+            "calibration_unix_s": {"8": [90.0, 99.0]},
+        }
+    }
     (tmp_path / "agree.json").write_text(
         json.dumps({"args": vars(args) | stored | {"reuse_live": None}, "environment": env})
     )
@@ -126,6 +134,9 @@ def test_a_stored_live_run_is_read_back_only_for_its_own_trace(tmp_path: Path) -
     log = ReportLog(str(tmp_path / "reports-a.jsonl"))
     log.add(_report("x", 100.5), 100.6)
     log.add(_report("y", 99.0), 99.9)  # before the trace started
+    first = trace[0].to_request("m", arrival_s=101.0 + trace[0].arrival_s)
+    log.admitted(first, first.arrival_s + 1.5)  # its check, 1.5 s after the ingress let it in
+    log.admitted(replace(first, arrival_s=95.0), 95.1)  # the calibration's: the base hop
     log.flush()
     from shared.profiles.io import load_profiles
 
@@ -136,6 +147,9 @@ def test_a_stored_live_run_is_read_back_only_for_its_own_trace(tmp_path: Path) -
     assert list(res.records) == ["a"]  # b has no stored records
     assert len(res.records["a"]) == 5 and res.env["a"]["loadavg_before"] == [1.0]
     assert res.report_delays["a"] == pytest.approx([0.1])
+    near = [r.request_id for r in trace if r.arrival_s - trace[0].arrival_s <= 0.5]
+    assert res.hops["a"].by_request == pytest.approx(dict.fromkeys(near, 1.5))
+    assert res.hops["a"].base_s == pytest.approx(0.1)
     args.seed = 1
     with pytest.raises(ValueError, match="another trace"):
         reuse_live(args, spec, trace, profile, 2)

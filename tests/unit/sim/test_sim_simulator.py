@@ -214,7 +214,7 @@ def tiny_profiles(capacity_tokens):
 @pytest.mark.parametrize("stack", ["vllm-fcfs", "oracle"])
 def test_sim_kv_pressure_runs_to_the_end(monkeypatch, stack):
     """Tiny KV caches force preemptions; every request still finishes (no SimulationStuck)."""
-    monkeypatch.setattr(simulator_module, "_profiles", tiny_profiles(256))
+    monkeypatch.setattr(simulator_module, "instance_profiles", tiny_profiles(256))
     cluster = ClusterSpec(
         instances=[InstanceSpec(gpu="g", models=["m"], count=2)],
         engine=EngineConfig(block_size_tokens=16),
@@ -229,7 +229,7 @@ def test_sim_kv_pressure_runs_to_the_end(monkeypatch, stack):
 
 
 def test_sim_request_admitted_by_capacity_check_is_served_or_rejected(monkeypatch):
-    monkeypatch.setattr(simulator_module, "_profiles", tiny_profiles(100))  # 6 blocks: 96 tokens
+    monkeypatch.setattr(simulator_module, "instance_profiles", tiny_profiles(100))  # 6 blocks: 96 tokens
     cluster = ClusterSpec(instances=[InstanceSpec(gpu="g", models=["m"])])
     req = Request("r", "m", 50, 50, 0.0, SLO(1.0), true_output_tokens=50)
     run = Simulator(cluster, STACKS.create("vllm-fcfs"), [req]).run()
