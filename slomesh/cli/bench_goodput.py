@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "mesh's CPU priority and unpinned, vllm.engine_nice and engine_cpus null); "
         "slomesh+A+B: slomesh with engine CPU variants A, B (nice-5, nice-15, nice-20: "
         "vllm.engine_nice; batch, idle: vllm.mesh_sched_policy; pin: vllm.engine_cpus, the "
-        "highest CPU; nopin: engine_cpus null)",
+        "highest CPU; nopin: engine_cpus null; helpers-any, helpers-rest, helpers-engine: "
+        "vllm.engine_helpers; rt, nort: vllm.engine_realtime)",
     )
     p.add_argument(
         "--url",

@@ -92,8 +92,19 @@ class VLLMEngineConfig(BaseModel):
     engine_cpus: tuple[int, ...] | None = None
     """CPUs (ids) the replica pins the engine's main (model-running) thread to, keeping the Ray
     node's other processes on the remaining CPUs (all of them when none remain), so the control
-    plane never runs on the engine's core; the engine's helper threads may use any CPU
-    (vllm/cpu_placement.py). None: no pinning."""
+    plane never runs on the engine's core; the engine's helper threads go where
+    `engine_helpers` says (vllm/cpu_placement.py). None: no pinning."""
+    engine_helpers: Literal["any", "rest", "engine"] = "any"
+    """With `engine_cpus`, where the engine's helper threads (its socket threads, ZMQ's I/O
+    thread) run: "any" CPU, the "rest" (the control plane's CPUs, at the engine's priority), or
+    the "engine"'s own CPUs. They wake at every step's output; on the engine's core each
+    wake-up preempts the model's thread. Without `engine_cpus` it has no effect."""
+    engine_realtime: bool = False
+    """With `engine_cpus`, run the engine's model thread in Linux's real-time class (SCHED_FIFO,
+    lowest real-time priority) on its CPUs: no ordinary thread there (other sessions', a load
+    generator's, the engine's own helpers') preempts it; it yields them only while it waits.
+    Needs CAP_SYS_NICE (without it the replica logs the refusal and serves as before). Without
+    `engine_cpus` it has no effect: an unpinned real-time engine could take every core."""
     report_waiting_prefill: bool = False
     """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
     prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).

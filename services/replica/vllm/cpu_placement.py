@@ -11,8 +11,17 @@ both off by default and set per replica:
   of the mesh wants the core. Moving to either class needs no privilege.
 - CPU affinity: the engine's main thread (the one running the model) on a set of CPUs, and the
   mesh's other processes on the rest (when some remain), so the control plane never runs on
-  the engine's core; the engine's helper threads (its input and output sockets) may run on
-  any CPU, beside the model or beside the control plane.
+  the engine's core. The engine's helper threads (its input and output socket threads, ZMQ's
+  I/O thread) go where `EngineHelpers` says: on any CPU, on the control plane's CPUs, or on
+  the engine's. They wake at every step's output (thousands of times a second at load) and,
+  let onto the engine's core, a woken helper preempts the model's thread there each time;
+  on the control plane's CPUs they run at the engine's priority, above the control plane.
+
+A third, for a pinned engine: its main thread in the real-time class (SCHED_FIFO at the lowest
+real-time priority), so no ordinary thread on its CPUs (another session's, a load generator's,
+the engine's own helpers') preempts it; it leaves them only while it waits (for work, for the
+interpreter lock), and the kernel's real-time throttling still leaves ordinary threads a share
+of each second. It needs CAP_SYS_NICE.
 
 "The mesh's other processes" are the Ray node's workers: the replica's parent (the raylet,
 which starts every worker, so workers started later inherit its class and affinity) and its
@@ -34,6 +43,9 @@ from typing import Literal
 from services.replica.vllm.cpu_priority import PROC, engine_processes, parent_and_name
 
 MeshPolicy = Literal["batch", "idle"]
+EngineHelpers = Literal["any", "rest", "engine"]
+"""Where a pinned engine's helper threads run: any CPU, the CPUs left to the rest of the mesh,
+or the engine's own CPUs."""
 
 POLICIES: dict[str, int] = {"batch": os.SCHED_BATCH, "idle": os.SCHED_IDLE}
 """Linux scheduling class of each `MeshPolicy`."""
@@ -106,8 +118,22 @@ def threads(pid: int, proc: Path = PROC) -> list[int]:
         return []
 
 
+REALTIME = os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+"""The class of a real-time engine thread: first in, first out, priority `REALTIME_PRIORITY`,
+and threads or processes it starts get the default class back."""
+REALTIME_PRIORITY = 1
+"""The lowest real-time priority: above every ordinary thread, below the kernel's own."""
+
+
 def _set_class(tid: int, cls: int) -> None:
-    os.sched_setscheduler(tid, cls, os.sched_param(0))
+    os.sched_setscheduler(tid, cls, os.sched_param(REALTIME_PRIORITY if cls == REALTIME else 0))
+
+
+def helper_cpus(
+    helpers: EngineHelpers, cpus: tuple[set[int], set[int]], have: set[int]
+) -> set[int]:
+    """The CPUs of a pinned engine's helper threads, `cpus` being (the engine's, the rest)."""
+    return {"any": have, "rest": cpus[1], "engine": cpus[0]}[helpers]
 
 
 def place_mesh(
@@ -118,15 +144,21 @@ def place_mesh(
     setscheduler: Callable[[int, int], None] | None = None,
     setaffinity: Callable[[int, set[int]], None] = os.sched_setaffinity,
     available: Iterable[int] | None = None,
+    helpers: EngineHelpers = "any",
+    known: Iterable[int] = (),
+    realtime: bool = False,
 ) -> PlacementOutcome:
     """Give the node's other processes `policy` (the engine's threads the default class) and
     pin each engine's main thread, the one running the model, to `engine_cpus` (the others to
-    the rest, the engine's other threads to any of `available`, default: every CPU the
-    kernel lists, which the kernel narrows to this process's cpuset); `replica` is this
-    replica's pid (default: this process)."""
+    the rest, the engine's other threads and processes as `helpers` says, among `available`,
+    default: every CPU the kernel lists, which the kernel narrows to this process's cpuset);
+    `replica` is this replica's pid (default: this process), `known` the engine pids vLLM
+    gave (`cpu_priority.vllm_engine_pids`: an engine whose title is missing is still one).
+    With `realtime` and `engine_cpus`, each engine's main thread runs in the `REALTIME` class
+    on its CPUs (no ordinary thread preempts it there; it yields them only when it waits)."""
     me = os.getpid() if replica is None else replica
     set_class = setscheduler or _set_class
-    engines = tuple(engine_processes(me, proc))
+    engines = tuple(engine_processes(me, proc, known))
     root = node_root(me, proc)
     hidden = set(engines)
     for pid in engines:
@@ -155,10 +187,16 @@ def place_mesh(
     # an engine started after a placement inherits it from the replica: undone here
     for pid in sorted(hidden):
         for tid in threads(pid, proc):
-            if policy is not None:
+            if realtime and cpus is not None and tid in engines:
+                attempt(set_class, tid, REALTIME)
+            elif policy is not None:
                 attempt(set_class, tid, os.SCHED_OTHER)
             if cpus is not None:
-                attempt(setaffinity, tid, cpus[0] if tid in engines else have)
+                attempt(
+                    setaffinity,
+                    tid,
+                    cpus[0] if tid in engines else helper_cpus(helpers, cpus, have),
+                )
     return PlacementOutcome(engines, mesh, done, refused)
 
 
@@ -168,14 +206,21 @@ workers and threads that started meanwhile from processes not yet placed."""
 
 
 def place_mesh_now_and_later(
-    policy: MeshPolicy | None, engine_cpus: tuple[int, ...] | None, log: logging.Logger
+    policy: MeshPolicy | None,
+    engine_cpus: tuple[int, ...] | None,
+    log: logging.Logger,
+    helpers: EngineHelpers = "any",
+    known: Iterable[int] = (),
+    realtime: bool = False,
 ) -> None:
     """Place the mesh now (logging what was done) and again at `REAPPLY_AFTER_S` on timer
     threads (daemons: they never hold a shutdown)."""
     me = os.getpid()
 
     def once(level: int) -> None:
-        done = place_mesh(policy, engine_cpus, me)
+        done = place_mesh(
+            policy, engine_cpus, me, helpers=helpers, known=tuple(known), realtime=realtime
+        )
         log.log(logging.WARNING if done.refused else level, done.describe())
 
     once(logging.INFO)

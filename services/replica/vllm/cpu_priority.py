@@ -7,8 +7,12 @@ for a while, so the engine decodes slower than it would alone. The engine is the
 whose speed sets how many requests finish within their SLO, so the replica gives it a higher
 CPU priority (a lower nice) than everything else, once it has started.
 
-Linux keeps a nice value per thread, so every thread of the engine process is set; threads it
-starts later inherit their creator's. With autogroups on (`/proc/sys/kernel/sched_autogroup_
+The engine processes are the replica's descendants vLLM's process manager started (their pids
+from vLLM itself) and those titled as vLLM's engine or workers: the engine sets its own title,
+and a busy host has been seen to start one that kept its interpreter's name, which by title
+alone would be taken for the control plane (and pinned beside it). Linux keeps a nice value
+per thread, so every thread of the engine process is set; threads it starts later inherit
+their creator's. With autogroups on (`/proc/sys/kernel/sched_autogroup_
 enabled`), nice ranks threads within one session's group: the mesh started by one command
 (`slomesh up`, `ray start`) is one session, so the engine ranks above the rest of the mesh, not
 above other sessions on the host. Lowering a nice below its current value needs CAP_SYS_NICE
@@ -18,7 +22,7 @@ above other sessions on the host. Lowering a nice below its current value needs 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +81,19 @@ def _title(pid: int, name: str, proc: Path) -> str:
     return f"{name} {cmdline.decode(errors='replace')}"
 
 
-def engine_processes(root: int, proc: Path = PROC) -> list[int]:
-    """The descendants of `root` titled as vLLM's engine core or workers, in pid order."""
+def vllm_engine_pids(llm: object) -> tuple[int, ...]:
+    """The engine-core processes vLLM's AsyncLLM started, by its own process manager; () when
+    it has none (the engine in-process, or in Ray actors). The title is set by the engine
+    itself and may be missing (the process then keeps its interpreter's name), the pid not."""
+    core = getattr(llm, "engine_core", None)
+    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+    procs = getattr(manager, "processes", None) or ()
+    return tuple(p.pid for p in procs if isinstance(getattr(p, "pid", None), int))
+
+
+def engine_processes(root: int, proc: Path = PROC, known: Iterable[int] = ()) -> list[int]:
+    """The descendants of `root` titled as vLLM's engine core or workers, and those in `known`
+    (pids vLLM gave, `vllm_engine_pids`), in pid order."""
     parents: dict[int, tuple[int, str]] = {}
     for entry in proc.iterdir():
         if entry.name.isdigit() and (st := parent_and_name(entry.name, proc)) is not None:
@@ -91,10 +106,11 @@ def engine_processes(root: int, proc: Path = PROC) -> list[int]:
             if ppid in below and pid not in below:
                 below.add(pid)
                 changed = True
+    wanted = set(known)
     return sorted(
         pid
         for pid in below - {root}
-        if any(t in _title(pid, parents[pid][1], proc) for t in ENGINE_TITLES)
+        if pid in wanted or any(t in _title(pid, parents[pid][1], proc) for t in ENGINE_TITLES)
     )
 
 
@@ -103,9 +119,11 @@ def prioritize_engine(
     root: int | None = None,
     proc: Path = PROC,
     setpriority: Callable[[int, int, int], None] = os.setpriority,
+    known: Iterable[int] = (),
 ) -> PriorityOutcome:
-    """Set every thread of the engine processes below `root` (this process) to `nice`."""
-    pids = tuple(engine_processes(os.getpid() if root is None else root, proc))
+    """Set every thread of the engine processes below `root` (this process; `known`: the
+    engine pids vLLM gave) to `nice`."""
+    pids = tuple(engine_processes(os.getpid() if root is None else root, proc, known))
     threads, refused = 0, None
     for pid in pids:
         try:

@@ -104,15 +104,25 @@ class VLLMEngine:
             vllm_config, stat_loggers=[self.stats], disable_log_stats=True
         )
         scheduler_stats_only(self._llm)  # nothing is added yet: always True here
+        from services.replica.vllm.cpu_priority import vllm_engine_pids
+
+        engine_pids = vllm_engine_pids(self._llm)
         if config.engine_nice is not None:
             from services.replica.vllm.cpu_priority import prioritize_engine
 
-            done = prioritize_engine(config.engine_nice)
+            done = prioritize_engine(config.engine_nice, known=engine_pids)
             _log.log(logging.INFO if done.set_all else logging.WARNING, done.describe())
         if config.mesh_sched_policy is not None or config.engine_cpus is not None:
             from services.replica.vllm.cpu_placement import place_mesh_now_and_later
 
-            place_mesh_now_and_later(config.mesh_sched_policy, config.engine_cpus, _log)
+            place_mesh_now_and_later(
+                config.mesh_sched_policy,
+                config.engine_cpus,
+                _log,
+                config.engine_helpers,
+                engine_pids,
+                config.engine_realtime,
+            )
         self._kv_total_blocks = int(vllm_config.cache_config.num_gpu_blocks or 0)
         self._streams: dict[str, _Stream] = {}
         self._evicted: dict[str, _Stream] = {}

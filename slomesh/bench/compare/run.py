@@ -116,10 +116,16 @@ VARIANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "idle": lambda: {"mesh_sched_policy": "idle"},
     "pin": lambda: {"engine_cpus": [max(os.sched_getaffinity(0))]},
     "nopin": lambda: {"engine_cpus": None},
+    "helpers-any": lambda: {"engine_helpers": "any"},
+    "helpers-rest": lambda: {"engine_helpers": "rest"},
+    "helpers-engine": lambda: {"engine_helpers": "engine"},
+    "rt": lambda: {"engine_realtime": True},
+    "nort": lambda: {"engine_realtime": False},
 }
 """Engine CPU settings a system name `slomesh+A+B` applies over the shipped config, in order:
 engine nice values, the control plane's scheduling class, the engine pinned to this process's
-highest CPU and the control plane kept off it, or no engine pinned."""
+highest CPU and the control plane kept off it, or no engine pinned, where a pinned engine's
+helper threads run, and its model thread in the real-time class or not."""
 
 
 def variant_settings(name: str) -> dict[str, Any] | None:

@@ -364,6 +364,10 @@ def test_a_variant_names_its_engine_settings_in_order() -> None:
     pin = variant_settings("slomesh+pin")
     assert pin is not None and len(pin["engine_cpus"]) == 1
     assert variant_settings("slomesh+pin+nopin") == {"engine_cpus": None}
+    assert variant_settings("slomesh+helpers-rest+rt") == {
+        "engine_helpers": "rest",
+        "engine_realtime": True,
+    }
 
 
 def test_engine_settings_apply_to_vllm_replicas_only() -> None:

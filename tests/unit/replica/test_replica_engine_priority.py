@@ -7,11 +7,16 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from services.replica.vllm.config import VLLMEngineConfig
-from services.replica.vllm.cpu_priority import engine_processes, prioritize_engine
+from services.replica.vllm.cpu_priority import (
+    engine_processes,
+    prioritize_engine,
+    vllm_engine_pids,
+)
 from tests.unit.replica.fake_proc import ProcTree
 from tests.unit.replica.fake_proc import fake_proc as write_proc
 
@@ -35,6 +40,29 @@ def test_engine_processes_are_the_titled_descendants(tmp_path: Path) -> None:
     assert engine_processes(100, proc) == [200, 410]
     assert engine_processes(300, proc) == []  # an engine is not its own descendant
     assert engine_processes(1, proc) == [200, 300, 410]
+
+
+def test_an_untitled_engine_is_found_by_the_pid_vllm_gave(tmp_path: Path) -> None:
+    untitled = {**TREE, 200: (100, "python", "python -c from multiprocessing.spawn", (200, 201))}
+    proc = write_proc(tmp_path, untitled)
+    assert engine_processes(100, proc) == [410]  # by title alone it is missed
+    assert engine_processes(100, proc, known=(200,)) == [200, 410]
+    assert engine_processes(100, proc, known=(300,)) == [410]  # not below the replica: not ours
+    calls: list[int] = []
+    out = prioritize_engine(-10, 100, proc, lambda _w, tid, _n: calls.append(tid), known=(200,))
+    assert (out.pids, sorted(calls)) == ((200, 410), [200, 201, 410, 411])
+
+
+def test_vllm_engine_pids_reads_the_process_manager() -> None:
+    procs = [SimpleNamespace(pid=200), SimpleNamespace(pid=None)]
+    llm = SimpleNamespace(
+        engine_core=SimpleNamespace(
+            resources=SimpleNamespace(engine_manager=SimpleNamespace(processes=procs))
+        )
+    )
+    assert vllm_engine_pids(llm) == (200,)  # a process not started yet has no pid
+    assert vllm_engine_pids(SimpleNamespace(engine_core=object())) == ()  # in-process engine
+    assert vllm_engine_pids(None) == ()
 
 
 def test_every_thread_of_each_engine_process_is_set(tmp_path: Path) -> None:
