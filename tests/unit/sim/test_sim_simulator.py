@@ -229,7 +229,8 @@ def test_sim_kv_pressure_runs_to_the_end(monkeypatch, stack):
 
 
 def test_sim_request_admitted_by_capacity_check_is_served_or_rejected(monkeypatch):
-    monkeypatch.setattr(simulator_module, "instance_profiles", tiny_profiles(100))  # 6 blocks: 96 tokens
+    # 6 blocks: 96 tokens
+    monkeypatch.setattr(simulator_module, "instance_profiles", tiny_profiles(100))
     cluster = ClusterSpec(instances=[InstanceSpec(gpu="g", models=["m"])])
     req = Request("r", "m", 50, 50, 0.0, SLO(1.0), true_output_tokens=50)
     run = Simulator(cluster, STACKS.create("vllm-fcfs"), [req]).run()
