@@ -13,6 +13,7 @@ import copy
 import importlib
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -113,8 +114,14 @@ def test_load_step_adds_a_pool_replica_and_removes_it_after(live_mesh: dict[str,
                 time.sleep(1.0)
             stop.set()
         peak = max(n for _, n in counts)
-        print(f"pool replicas running under load (s, n): {counts}; answers {sorted(set(codes))}")
-        assert peak == 2, f"no scale-up under load: running replicas over time {counts}"
+        answers = dict(Counter(codes))
+        print(f"pool replicas running under load (s, n): {counts}; answers {answers}")
+        if peak != 2:  # what the policy saw: a read-only probe (no replica id, no pool)
+            signal = serve.get_app_handle("scheduler").AutoscaleSignal.remote(MODEL).result()
+            raise AssertionError(
+                f"no scale-up under load: running replicas over time {counts}; answers "
+                f"{answers}; the scheduler's signal for {MODEL} after the load: {signal}"
+            )
         assert codes.count(200) > 0, f"no request served: {sorted(set(codes))}"
         t1 = time.monotonic()
         while time.monotonic() - t1 < 120 and _running() != 1:
