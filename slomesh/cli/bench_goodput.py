@@ -213,6 +213,18 @@ def analyse(
     return found
 
 
+def check_calibration_sitting(earlier: Path) -> None:
+    """UsageError when `earlier` (a --sim-calibrated-on folder) cannot calibrate a sitting."""
+    from slomesh.bench.goodput.sitting import calibration_problem
+
+    path = earlier / "goodput.json"
+    if not path.exists():
+        raise UsageError(f"--sim-calibrated-on: no {path}")
+    problem = calibration_problem(json.loads(path.read_text()))
+    if problem is not None:
+        raise UsageError(f"--sim-calibrated-on {earlier}: {problem}")
+
+
 def _across(runs: list[Any], plan: Any, out: Path, earlier: Path) -> dict[str, Any]:
     """This sitting's ladder simulated with the profile calibrated on the `earlier` one."""
     old = json.loads((earlier / "goodput.json").read_text())
@@ -227,6 +239,8 @@ def _render(args: argparse.Namespace) -> int:
     from slomesh.bench.goodput.page import write_page
 
     page = args.page or args.render.with_suffix(".md")
+    if args.sim_calibrated_on is not None:
+        check_calibration_sitting(args.sim_calibrated_on)
     data = json.loads(args.render.read_text())
     if args.reanalyse or args.sim_calibrated_on is not None:
         from slomesh.bench.goodput.results import step_of_json
@@ -263,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
 
     names = parse_systems(args.systems)
     urls = parse_urls(args.url)
+    if args.sim_calibrated_on is not None:
+        check_calibration_sitting(args.sim_calibrated_on)  # before an hour of measuring
     if not names and not urls:
         raise UsageError("nothing to measure: give --systems or --url")
     plan = Plan(

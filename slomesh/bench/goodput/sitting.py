@@ -35,6 +35,29 @@ def baseline_tpot(data: Mapping[str, Any], baseline: str = BASELINE) -> dict[flo
     }
 
 
+MIN_CALIBRATION_RATES = 2
+"""Rates a sitting must have run to calibrate another's simulation: the decode step's lone
+part, its part per request in the batch and the submit overhead are told apart only across
+loads (`calibration_problem`)."""
+
+
+def calibration_problem(data: Mapping[str, Any]) -> str | None:
+    """Why a goodput.json cannot calibrate another sitting's simulation, None when it can. With
+    one rate, near capacity, every stream runs in about the same batch (the decode line's lone
+    step and per-request part are not told apart, and the line is extrapolated to every other
+    batch) and the lowest rate's first tokens wait in a queue, which `calibrate` takes for
+    submit overhead and adds to every simulated request."""
+    rates = sorted({float(r) for r in data.get("plan", {}).get("rates", [])})
+    if len(rates) >= MIN_CALIBRATION_RATES:
+        return None
+    ran = ", ".join(f"{r:g}" for r in rates) or "none"
+    return (
+        f"a calibration sitting needs a ladder of at least {MIN_CALIBRATION_RATES} rates, one "
+        f"below capacity (this one ran {ran} r/s): with one rate the decode step's parts and "
+        "the submit overhead are not told apart"
+    )
+
+
 def host_scale(now: Mapping[float, float], then: Mapping[float, float]) -> float | None:
     """How much slower this sitting's host decodes than the calibration sitting's: the
     geometric mean, over the rates both sittings ran, of the baseline's TPOT now over then

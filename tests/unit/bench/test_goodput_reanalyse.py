@@ -8,14 +8,16 @@ import random
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from slomesh.bench.goodput.harness import result_name
 from slomesh.bench.goodput.results import REJECTED_REASON
 from slomesh.cli.main import main
 
 
-def write_result(out: Path, tpot_s: float) -> None:
-    """A rate-5 result of slomesh-1 in `out`: 18 served at `tpot_s` per token, 2 rejected."""
+def write_result(out: Path, tpot_s: float, rate: float = 5.0) -> None:
+    """A result of slomesh-1 at `rate` (5 by default) in `out`: 18 served at `tpot_s` per token,
+    2 rejected."""
     rng = random.Random(1)
     starts = sorted(rng.uniform(0, 5) for _ in range(20))
     result = {
@@ -29,8 +31,8 @@ def write_result(out: Path, tpot_s: float) -> None:
         "duration": 5.0,
     }
     folder = out / "vllm-results" / "slomesh-1"
-    folder.mkdir(parents=True)
-    (folder / result_name(5)).write_text(json.dumps(result))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / result_name(rate)).write_text(json.dumps(result))
 
 
 def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path) -> None:
@@ -50,7 +52,7 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
         "tpot_p50_ms": 4.0,
         "tpot_p99_ms": 4.0,
     }
-    data = {
+    data: dict[str, Any] = {
         "command": "slomesh bench-goodput",
         "date": "d",
         "cpus": 2,
@@ -101,6 +103,10 @@ def test_reanalyse_recomputes_the_analysis_from_the_result_files(tmp_path: Path)
     write_result(earlier, 0.060)
     (earlier / "goodput.json").write_text(json.dumps({**data, "date": "the earlier one"}))
     argv = ["bench-goodput", "--render", str(path), "--sim-calibrated-on", str(earlier)]
+    assert main([*argv, "--page", str(tmp_path / "g.md")]) == 2  # one rate: refused
+    write_result(earlier, 0.060, rate=2.0)  # a ladder: 2 and 5 r/s
+    ladder = {**data, "date": "the earlier one", "plan": {**data["plan"], "rates": [2.0, 5.0]}}
+    (earlier / "goodput.json").write_text(json.dumps(ladder))
     assert main([*argv, "--page", str(tmp_path / "g.md")]) == 0
     across = json.loads(path.read_text())["across"]
     assert across["sitting"]["date"] == "the earlier one"

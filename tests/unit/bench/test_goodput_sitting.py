@@ -16,11 +16,32 @@ from slomesh.bench.goodput.analysis import analyse_system
 from slomesh.bench.goodput.confusion import Offered
 from slomesh.bench.goodput.delivered_fit import DecodeLine
 from slomesh.bench.goodput.harness import result_name
-from slomesh.bench.goodput.sitting import baseline_tpot, describe, host_scale, scaled_line
+from slomesh.bench.goodput.sitting import (
+    baseline_tpot,
+    calibration_problem,
+    describe,
+    host_scale,
+    scaled_line,
+)
+from slomesh.cli.bench_goodput import check_calibration_sitting
+from slomesh.cli.errors import UsageError
 
 PROFILE = (
     Path(__file__).resolve().parents[3] / "deploy" / "ray" / "profiles" / "cpu-tiny-llama.json"
 )
+
+
+def test_a_one_rate_sitting_cannot_calibrate_another(tmp_path: Path) -> None:
+    assert calibration_problem({"plan": {"rates": [10.0, 40.0]}}) is None
+    said = calibration_problem({"plan": {"rates": [40.0]}})
+    assert said is not None and "ran 40 r/s" in said
+    assert calibration_problem({"plan": {"rates": [40.0, 40.0]}}) is not None  # one rate twice
+    assert calibration_problem({}) is not None
+    (tmp_path / "goodput.json").write_text(json.dumps({"plan": {"rates": [40]}}))
+    with pytest.raises(UsageError, match="ladder of at least 2 rates"):
+        check_calibration_sitting(tmp_path)
+    with pytest.raises(UsageError, match="no "):
+        check_calibration_sitting(tmp_path / "missing")
 
 
 def test_the_host_scale_is_the_geometric_mean_over_common_rates() -> None:
