@@ -1,5 +1,6 @@
 """The replica's own gRPC server: callers stream `Generate` from it directly instead
-of relaying through a Serve handle (one actor-call hop less per request and per message).
+of relaying through a Serve handle (one actor-call hop less per request and per message), all of
+a caller's requests on one `Streams` call (stream_mux.py).
 
 Bound to the replica's `grpc_host` (loopback by default; "node": this node's address, for
 callers on other nodes) on a free port, and published through Serve: the deployment's
@@ -15,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from services.replica.stream_mux import serve_streams
 from shared.rpc.direct import KEEPALIVE_SERVER_OPTIONS
 from shared.rpc.mesh_auth import MESH_TOKEN_METADATA, credential_ok
 from shared.rpc.own_server import bind_host
@@ -42,6 +44,18 @@ class _Servicer(replica_pb2_grpc.ReplicaServicer):
                 yield chunk
         except ValueError as err:  # the replica's limits (limits.py)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+    async def Streams(
+        self,
+        request_iterator: AsyncIterator[replica_pb2.StreamsUp],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[replica_pb2.StreamsDown]:
+        """Many Generate calls on one stream (stream_mux.py)."""
+        if not credential_ok(context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"replica.Streams is {_REFUSED}")
+        metadata = [(k, v) for k, v in context.invocation_metadata() or () if isinstance(v, str)]
+        async for down in serve_streams(self.d.Generate, request_iterator, metadata):
+            yield down
 
     async def _unary(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """The deployment's own `method`, for callers with the mesh credential."""

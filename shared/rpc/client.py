@@ -18,6 +18,7 @@ replica that hangs without dying) fails DEADLINE_EXCEEDED and is cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -28,6 +29,7 @@ import grpc
 from shared.rpc.call_errors import status_of
 from shared.rpc.direct import KEEPALIVE_CHANNEL_OPTIONS, DirectReplicas
 from shared.rpc.mesh_auth import credential_metadata
+from shared.rpc.replica_streams import StreamFailed, StreamsCall
 from shared.rpc.slomesh.v1 import (
     deployer_pb2_grpc,
     predictor_pb2_grpc,
@@ -186,10 +188,11 @@ class MeshClient:
         headers: dict[str, str],
     ) -> tuple[AsyncIterator[Any], Callable[[], Any]]:
         """The stream's messages and how to end it early (its result may be awaitable)."""
-        stub = await self.direct.stub(application) if kind == "replica" else None
-        if stub is not None:
-            inner = self._direct_stream(application, stub, method, message, headers)
-            return inner, inner.aclose
+        if kind == "replica" and method == "Generate":
+            call = await self.direct.streams(application)
+            if call is not None:
+                inner = self._direct_stream(application, call, message, headers)
+                return inner, inner.aclose
         if self.transport == "grpc":
             call = getattr(self._stub(kind), method)(
                 message,
@@ -235,36 +238,33 @@ class MeshClient:
     async def _direct_stream(
         self,
         application: str,
-        stub: Any,
-        method: str,
+        call: StreamsCall,
         message: Any,
         headers: dict[str, str],
     ) -> AsyncGenerator[Any, None]:
-        """A stream from the replica's own server. UNAVAILABLE before the first message with an
-        address that has changed since (Serve replaced the replica, on a new port) is retried
-        once there: a stale address is not a dead replica. Any other failure is the caller's."""
+        """A Generate stream from the replica's own server, on its shared Streams call
+        (replica_streams.py). UNAVAILABLE before the first message with an address that has
+        changed since (Serve replaced the replica, on a new port) is retried once there: a stale
+        address is not a dead replica. Any other failure is the caller's."""
         for attempt in range(2):
-            direct = getattr(stub, method)(
-                message, metadata=[*credential_metadata(), *headers.items()]
-            )
             started = False
             try:
-                async for item in direct:
-                    started = True
-                    yield item
+                async with contextlib.aclosing(call.stream(message, headers)) as chunks:
+                    async for item in chunks:
+                        started = True
+                        yield item
                 return
-            except grpc.aio.AioRpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise
+            except StreamFailed as err:
+                failed = CallFailed(application, err.status, err.detail)
+                if err.status != "UNAVAILABLE":
+                    raise failed from None
                 stale = self.direct.forget(application)  # replaced? ask for it again
                 if started or attempt:
-                    raise
-                fresh = await self.direct.stub(application)
+                    raise failed from None
+                fresh = await self.direct.streams(application)
                 if fresh is None or self.direct.address(application) == stale:
-                    raise
-                stub = fresh
-            finally:
-                direct.cancel()
+                    raise failed from None
+                call = fresh
 
     async def close(self) -> None:
         await self.direct.close()

@@ -5,7 +5,8 @@ application, over a Serve handle (`Endpoint`), and one channel is kept per addre
 application that publishes no server ("", e.g. an autoscaled pool, where Serve's router picks
 the replica) or cannot be asked keeps the handle. A server that fails UNAVAILABLE is forgotten
 and asked for again (it may have been replaced, on a new port); MeshClient.stream retries a
-stream that failed before its first message once on the new address.
+stream that failed before its first message once on the new address. A replica's Generate
+streams share one long-lived `Streams` call per address (replica_streams.py).
 
 Channels send HTTP/2 keepalive pings (`KEEPALIVE_CHANNEL_OPTIONS`): a replica whose process is
 frozen or whose node vanished without closing the connection (no FIN, no RST) is found within
@@ -23,6 +24,8 @@ from typing import Any
 
 import grpc
 
+from shared.rpc.mesh_auth import credential_metadata
+from shared.rpc.replica_streams import StreamsCall
 from shared.rpc.slomesh.v1 import replica_pb2_grpc, scheduler_pb2_grpc
 
 DIRECT_STUBS: dict[str, Any] = {
@@ -63,6 +66,7 @@ class DirectReplicas:
         self._no_server_until: dict[str, float] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
+        self._streams: dict[str, StreamsCall] = {}
 
     async def stub(self, application: str, kind: str = "replica") -> Any | None:
         """A stub of service `kind` on `application`'s own server, or None (use the
@@ -88,6 +92,19 @@ class DirectReplicas:
             stub = self._stubs[(address, kind)] = DIRECT_STUBS[kind](channel)
         return stub
 
+    async def streams(self, application: str) -> StreamsCall | None:
+        """The `Replica.Streams` call to `application`'s own server that carries its Generate
+        streams (shared/rpc/replica_streams.py; a new one when the last one failed), or None
+        (use the handle)."""
+        stub = await self.stub(application)
+        if stub is None:
+            return None
+        address = self._addresses[application]
+        call = self._streams.get(address)
+        if call is None or not call.alive:
+            call = self._streams[address] = StreamsCall(stub, credential_metadata())
+        return call
+
     def forget(self, application: str) -> str | None:
         """`application`'s server failed: ask for its address again next time. Returns the
         address it had (None: none was known)."""
@@ -98,6 +115,10 @@ class DirectReplicas:
         return self._addresses.get(application)
 
     async def close(self) -> None:
+        for call in self._streams.values():
+            call.close()
+            await call.wait_closed()
+        self._streams = {}
         for channel in self._channels.values():
             await channel.close()
         self._channels, self._stubs, self._addresses = {}, {}, {}

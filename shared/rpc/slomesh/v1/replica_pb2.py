@@ -25,27 +25,39 @@ _sym_db = _symbol_database.Default()
 from shared.rpc.slomesh.v1 import common_pb2 as slomesh_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18slomesh/v1/replica.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"\x8b\x02\n\x16ReplicaGenerateRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x13\n\x0btemperature\x18\x03 \x01(\x01\x12\x1f\n\x17simulated_output_tokens\x18\x04 \x01(\r\x12\x12\n\nignore_eos\x18\x05 \x01(\x08\x12\x14\n\x0cslice_tokens\x18\x06 \x01(\r\x12\x1b\n\x13prior_output_tokens\x18\x07 \x01(\r\x12\x19\n\x11\x63ontext_token_ids\x18\x08 \x03(\r\x12\"\n\x04http\x18\t \x01(\x0b\x32\x14.slomesh.v1.HttpCall\"[\n\x08HttpCall\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12#\n\x07headers\x18\x03 \x03(\x0b\x32\x12.slomesh.v1.Header\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\"%\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xff\x01\n\x0cReplicaChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12\x13\n\x0btime_unix_s\x18\x06 \x01(\x01\x12\x19\n\x11\x63ontext_token_ids\x18\x07 \x03(\r\x12\x13\n\x0bhttp_status\x18\x08 \x01(\r\x12#\n\x07headers\x18\t \x03(\x0b\x32\x12.slomesh.v1.Header\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rprompt_tokens\x18\x0b \x01(\r\"!\n\nRequestIds\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"\r\n\x0bStatusQuery\"\x1f\n\x0eModelSwapOrder\x12\r\n\x05model\x18\x01 \x01(\t2\xca\x02\n\x07Replica\x12J\n\x08Generate\x12\".slomesh.v1.ReplicaGenerateRequest\x1a\x18.slomesh.v1.ReplicaChunk0\x01\x12\x37\n\x05\x45vict\x12\x16.slomesh.v1.RequestIds\x1a\x16.slomesh.v1.RequestIds\x12\x38\n\x06Resume\x12\x16.slomesh.v1.RequestIds\x1a\x16.slomesh.v1.RequestIds\x12;\n\x06Status\x12\x17.slomesh.v1.StatusQuery\x1a\x18.slomesh.v1.ReplicaState\x12\x43\n\tSwapModel\x12\x1a.slomesh.v1.ModelSwapOrder\x1a\x1a.slomesh.v1.ModelSwapOrderb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18slomesh/v1/replica.proto\x12\nslomesh.v1\x1a\x17slomesh/v1/common.proto\"\x8b\x02\n\x16ReplicaGenerateRequest\x12%\n\x04meta\x18\x01 \x01(\x0b\x32\x17.slomesh.v1.RequestMeta\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x13\n\x0btemperature\x18\x03 \x01(\x01\x12\x1f\n\x17simulated_output_tokens\x18\x04 \x01(\r\x12\x12\n\nignore_eos\x18\x05 \x01(\x08\x12\x14\n\x0cslice_tokens\x18\x06 \x01(\r\x12\x1b\n\x13prior_output_tokens\x18\x07 \x01(\r\x12\x19\n\x11\x63ontext_token_ids\x18\x08 \x03(\r\x12\"\n\x04http\x18\t \x01(\x0b\x32\x14.slomesh.v1.HttpCall\"\xca\x01\n\nStreamOpen\x12\x11\n\tstream_id\x18\x01 \x01(\x04\x12\x33\n\x07request\x18\x02 \x01(\x0b\x32\".slomesh.v1.ReplicaGenerateRequest\x12?\n\rtrace_headers\x18\x03 \x03(\x0b\x32(.slomesh.v1.StreamOpen.TraceHeadersEntry\x1a\x33\n\x11TraceHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"A\n\tStreamsUp\x12$\n\x04open\x18\x01 \x03(\x0b\x32\x16.slomesh.v1.StreamOpen\x12\x0e\n\x06\x63\x61ncel\x18\x02 \x03(\x04\"v\n\x0bStreamEvent\x12\x11\n\tstream_id\x18\x01 \x01(\x04\x12\'\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x18.slomesh.v1.ReplicaChunk\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x08\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"6\n\x0bStreamsDown\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.slomesh.v1.StreamEvent\"[\n\x08HttpCall\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12#\n\x07headers\x18\x03 \x03(\x0b\x32\x12.slomesh.v1.Header\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\"%\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xff\x01\n\x0cReplicaChunk\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\x12\x13\n\x0btime_unix_s\x18\x06 \x01(\x01\x12\x19\n\x11\x63ontext_token_ids\x18\x07 \x03(\r\x12\x13\n\x0bhttp_status\x18\x08 \x01(\r\x12#\n\x07headers\x18\t \x03(\x0b\x32\x12.slomesh.v1.Header\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rprompt_tokens\x18\x0b \x01(\r\"!\n\nRequestIds\x12\x13\n\x0brequest_ids\x18\x01 \x03(\t\"\r\n\x0bStatusQuery\"\x1f\n\x0eModelSwapOrder\x12\r\n\x05model\x18\x01 \x01(\t2\x89\x03\n\x07Replica\x12J\n\x08Generate\x12\".slomesh.v1.ReplicaGenerateRequest\x1a\x18.slomesh.v1.ReplicaChunk0\x01\x12=\n\x07Streams\x12\x15.slomesh.v1.StreamsUp\x1a\x17.slomesh.v1.StreamsDown(\x01\x30\x01\x12\x37\n\x05\x45vict\x12\x16.slomesh.v1.RequestIds\x1a\x16.slomesh.v1.RequestIds\x12\x38\n\x06Resume\x12\x16.slomesh.v1.RequestIds\x1a\x16.slomesh.v1.RequestIds\x12;\n\x06Status\x12\x17.slomesh.v1.StatusQuery\x1a\x18.slomesh.v1.ReplicaState\x12\x43\n\tSwapModel\x12\x1a.slomesh.v1.ModelSwapOrder\x1a\x1a.slomesh.v1.ModelSwapOrderb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'shared.rpc.slomesh.v1.replica_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_STREAMOPEN_TRACEHEADERSENTRY']._loaded_options = None
+  _globals['_STREAMOPEN_TRACEHEADERSENTRY']._serialized_options = b'8\001'
   _globals['_REPLICAGENERATEREQUEST']._serialized_start=66
   _globals['_REPLICAGENERATEREQUEST']._serialized_end=333
-  _globals['_HTTPCALL']._serialized_start=335
-  _globals['_HTTPCALL']._serialized_end=426
-  _globals['_HEADER']._serialized_start=428
-  _globals['_HEADER']._serialized_end=465
-  _globals['_REPLICACHUNK']._serialized_start=468
-  _globals['_REPLICACHUNK']._serialized_end=723
-  _globals['_REQUESTIDS']._serialized_start=725
-  _globals['_REQUESTIDS']._serialized_end=758
-  _globals['_STATUSQUERY']._serialized_start=760
-  _globals['_STATUSQUERY']._serialized_end=773
-  _globals['_MODELSWAPORDER']._serialized_start=775
-  _globals['_MODELSWAPORDER']._serialized_end=806
-  _globals['_REPLICA']._serialized_start=809
-  _globals['_REPLICA']._serialized_end=1139
+  _globals['_STREAMOPEN']._serialized_start=336
+  _globals['_STREAMOPEN']._serialized_end=538
+  _globals['_STREAMOPEN_TRACEHEADERSENTRY']._serialized_start=487
+  _globals['_STREAMOPEN_TRACEHEADERSENTRY']._serialized_end=538
+  _globals['_STREAMSUP']._serialized_start=540
+  _globals['_STREAMSUP']._serialized_end=605
+  _globals['_STREAMEVENT']._serialized_start=607
+  _globals['_STREAMEVENT']._serialized_end=725
+  _globals['_STREAMSDOWN']._serialized_start=727
+  _globals['_STREAMSDOWN']._serialized_end=781
+  _globals['_HTTPCALL']._serialized_start=783
+  _globals['_HTTPCALL']._serialized_end=874
+  _globals['_HEADER']._serialized_start=876
+  _globals['_HEADER']._serialized_end=913
+  _globals['_REPLICACHUNK']._serialized_start=916
+  _globals['_REPLICACHUNK']._serialized_end=1171
+  _globals['_REQUESTIDS']._serialized_start=1173
+  _globals['_REQUESTIDS']._serialized_end=1206
+  _globals['_STATUSQUERY']._serialized_start=1208
+  _globals['_STATUSQUERY']._serialized_end=1221
+  _globals['_MODELSWAPORDER']._serialized_start=1223
+  _globals['_MODELSWAPORDER']._serialized_end=1254
+  _globals['_REPLICA']._serialized_start=1257
+  _globals['_REPLICA']._serialized_end=1650
 # @@protoc_insertion_point(module_scope)

@@ -29,6 +29,51 @@ class ReplicaGenerateRequest(_message.Message):
     http: HttpCall
     def __init__(self, meta: _Optional[_Union[_common_pb2.RequestMeta, _Mapping]] = ..., prompt: _Optional[str] = ..., temperature: _Optional[float] = ..., simulated_output_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., slice_tokens: _Optional[int] = ..., prior_output_tokens: _Optional[int] = ..., context_token_ids: _Optional[_Iterable[int]] = ..., http: _Optional[_Union[HttpCall, _Mapping]] = ...) -> None: ...
 
+class StreamOpen(_message.Message):
+    __slots__ = ("stream_id", "request", "trace_headers")
+    class TraceHeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    TRACE_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    stream_id: int
+    request: ReplicaGenerateRequest
+    trace_headers: _containers.ScalarMap[str, str]
+    def __init__(self, stream_id: _Optional[int] = ..., request: _Optional[_Union[ReplicaGenerateRequest, _Mapping]] = ..., trace_headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class StreamsUp(_message.Message):
+    __slots__ = ("open", "cancel")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    open: _containers.RepeatedCompositeFieldContainer[StreamOpen]
+    cancel: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, open: _Optional[_Iterable[_Union[StreamOpen, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class StreamEvent(_message.Message):
+    __slots__ = ("stream_id", "chunk", "end", "status", "detail")
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    stream_id: int
+    chunk: ReplicaChunk
+    end: bool
+    status: str
+    detail: str
+    def __init__(self, stream_id: _Optional[int] = ..., chunk: _Optional[_Union[ReplicaChunk, _Mapping]] = ..., end: _Optional[bool] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class StreamsDown(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[StreamEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[StreamEvent, _Mapping]]] = ...) -> None: ...
+
 class HttpCall(_message.Message):
     __slots__ = ("method", "path", "headers", "body")
     METHOD_FIELD_NUMBER: _ClassVar[int]

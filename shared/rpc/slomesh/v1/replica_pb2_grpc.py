@@ -40,6 +40,11 @@ class ReplicaStub:
                 request_serializer=slomesh_dot_v1_dot_replica__pb2.ReplicaGenerateRequest.SerializeToString,
                 response_deserializer=slomesh_dot_v1_dot_replica__pb2.ReplicaChunk.FromString,
                 _registered_method=True)
+        self.Streams = channel.stream_stream(
+                '/slomesh.v1.Replica/Streams',
+                request_serializer=slomesh_dot_v1_dot_replica__pb2.StreamsUp.SerializeToString,
+                response_deserializer=slomesh_dot_v1_dot_replica__pb2.StreamsDown.FromString,
+                _registered_method=True)
         self.Evict = channel.unary_unary(
                 '/slomesh.v1.Replica/Evict',
                 request_serializer=slomesh_dot_v1_dot_replica__pb2.RequestIds.SerializeToString,
@@ -67,6 +72,15 @@ class ReplicaServicer:
 
     def Generate(self, request, context):
         """Run a request; output streams back token by token. Cancelling the stream aborts the request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Streams(self, request_iterator, context):
+        """Many Generate calls on one long-lived stream per caller and replica: the caller's opens
+        and cancels, the replica's chunks; each side sends whatever is ready as one message.
+        Closing a request's stream early (StreamsUp.cancel) aborts it, as cancelling Generate does.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -108,6 +122,11 @@ def add_ReplicaServicer_to_server(servicer, server):
                     servicer.Generate,
                     request_deserializer=slomesh_dot_v1_dot_replica__pb2.ReplicaGenerateRequest.FromString,
                     response_serializer=slomesh_dot_v1_dot_replica__pb2.ReplicaChunk.SerializeToString,
+            ),
+            'Streams': grpc.stream_stream_rpc_method_handler(
+                    servicer.Streams,
+                    request_deserializer=slomesh_dot_v1_dot_replica__pb2.StreamsUp.FromString,
+                    response_serializer=slomesh_dot_v1_dot_replica__pb2.StreamsDown.SerializeToString,
             ),
             'Evict': grpc.unary_unary_rpc_method_handler(
                     servicer.Evict,
@@ -157,6 +176,33 @@ class Replica:
             '/slomesh.v1.Replica/Generate',
             slomesh_dot_v1_dot_replica__pb2.ReplicaGenerateRequest.SerializeToString,
             slomesh_dot_v1_dot_replica__pb2.ReplicaChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Streams(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/slomesh.v1.Replica/Streams',
+            slomesh_dot_v1_dot_replica__pb2.StreamsUp.SerializeToString,
+            slomesh_dot_v1_dot_replica__pb2.StreamsDown.FromString,
             options,
             channel_credentials,
             insecure,
