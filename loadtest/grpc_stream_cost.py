@@ -5,11 +5,12 @@ No mesh: a server process and this client exchange the replica's own messages
 closed-loop requests at a time, `--messages` response messages per request, `--pace-ms`
 between a request's messages (the replica's stream interval; 0: back to back):
 
-- `call`: one server-streaming call per request, as `Replica.Generate` is made today;
+- `call`: one server-streaming call per request (a `Replica.Generate` call each);
 - `mux`: one long-lived bidirectional stream per client-server pair carrying every request
   (messages tagged with the request id), one gRPC message per request message;
 - `coalesced`: the same stream, every message that is ready when the sender runs goes out in
-  one gRPC message (length-prefixed inside a `ReplicaChunk.body`), both ways.
+  one gRPC message (length-prefixed inside a `ReplicaChunk.body`), both ways: what the mesh's
+  `Replica.Streams` does (shared/rpc/replica_streams.py, services/replica/stream_mux.py).
 
 It prints each side's CPU seconds per request (user + system, the warm-up left out):
 

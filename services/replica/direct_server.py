@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from services.replica.stream_mux import serve_streams
-from shared.rpc.direct import KEEPALIVE_SERVER_OPTIONS
+from shared.rpc.direct import KEEPALIVE_SERVER_OPTIONS, UNLIMITED_MESSAGES
 from shared.rpc.mesh_auth import MESH_TOKEN_METADATA, credential_ok
 from shared.rpc.own_server import bind_host
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, replica_pb2_grpc
@@ -91,7 +91,7 @@ class _Servicer(replica_pb2_grpc.ReplicaServicer):
 async def start_server(deployment: Any, host_setting: str) -> tuple[grpc.aio.Server, str]:
     """Start the replica's server on a free port of `host_setting`; returns it and host:port."""
     host = bind_host(host_setting)
-    server = grpc.aio.server(options=KEEPALIVE_SERVER_OPTIONS)
+    server = grpc.aio.server(options=(*KEEPALIVE_SERVER_OPTIONS, *UNLIMITED_MESSAGES))
     replica_pb2_grpc.add_ReplicaServicer_to_server(_Servicer(deployment), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port(f"{host}:0")
     await server.start()

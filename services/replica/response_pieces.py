@@ -12,9 +12,12 @@ reads are vLLM's, in order):
 - the status line and headers wait for the body's first bytes (vLLM's streaming handlers send
   them when the request enters the engine, its first token one prefill later): one message
   carries both, or the next heartbeat carries them when no body comes;
-- after it, what vLLM sends is gathered into at most one message per `interval_s`, and the
-  response's end goes out as soon as vLLM is done (`last`: the replica puts it on the final
-  chunk with the counts);
+- after it, what vLLM sends is gathered until the next tick of a clock of period `interval_s`
+  that every stream of the replica shares (`next_tick`: at most one message per tick, so one
+  per `interval_s` after the first of them), and the response's end goes out as soon as vLLM
+  is done (`last`: the replica puts it on the final chunk with the counts). Streams in flight
+  together send on the same ticks, so their messages leave in the same turn of the event loop
+  and share the gRPC messages of the caller's `Streams` call (stream_mux.py);
 - after `heartbeat_s` without a message an empty one goes out, so the caller's idle timeout
   tells a silent replica from a busy one (a queued request, a response that is not streamed).
 `interval_s` 0 sends whatever has gathered at each wake-up.
@@ -25,11 +28,18 @@ message as the replica's accept.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from services.replica.asgi_call import Exchange, ResponseStart
+
+
+def next_tick(after_s: float, interval_s: float) -> float:
+    """The first tick after `after_s` of the clock of period `interval_s` (> 0) that every
+    stream of a replica shares: the multiples of `interval_s` on the streams' clock."""
+    return (math.floor(after_s / interval_s) + 1) * interval_s
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,8 @@ async def pieces(
             last_sent = clock()
             continue
         if interval_s > 0 and 0 < first_tokens < output_tokens():
-            left = last_sent + interval_s - clock()
-            if left > 0:  # gather until the interval is over or the response ends
+            left = next_tick(last_sent, interval_s) - clock()
+            if left > 0:  # gather until the tick or the response's end
                 await exchange.wait(left, end_only=True)
         taken = exchange.take()
         tokens = output_tokens()

@@ -52,6 +52,15 @@ KEEPALIVE_CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 (gRPC's default `grpc.http2.max_pings_without_data`), which a server with gRPC's default ping
 policy accepts; a server with KEEPALIVE_SERVER_OPTIONS accepts them as often as sent."""
 
+UNLIMITED_MESSAGES: tuple[tuple[str, int], ...] = (
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+)
+"""Options of a direct channel to a replica and of the replica's server: one `Replica.Streams`
+message carries every request's messages that are ready (replica_streams.py), so several
+prompts or response bodies together may pass gRPC's 4 MiB default per message (which would
+fail the call and every stream on it); the callers hold the mesh credential."""
+
 KEEPALIVE_SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
     ("grpc.http2.max_ping_strikes", 0),  # 0: never GOAWAY a client for pinging
@@ -87,7 +96,9 @@ class DirectReplicas:
         if stub is None:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.aio.insecure_channel(address, options=KEEPALIVE_CHANNEL_OPTIONS)
+                channel = grpc.aio.insecure_channel(
+                    address, options=(*KEEPALIVE_CHANNEL_OPTIONS, *UNLIMITED_MESSAGES)
+                )
                 self._channels[address] = channel
             stub = self._stubs[(address, kind)] = DIRECT_STUBS[kind](channel)
         return stub

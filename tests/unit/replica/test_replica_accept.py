@@ -20,9 +20,14 @@ from tests.unit.replica.test_replica_response_pieces import _Streamer
 
 async def _pieces(app: _Streamer, accept_s: float) -> list[Piece]:
     exchange = Exchange(app, "POST", "/v1/chat/completions", [], b"{}")
+    t0 = time.monotonic()  # the shared clock's first tick is a whole interval away
+    clock = lambda: time.monotonic() - t0  # noqa: E731
     try:
         return [
-            p async for p in pieces(exchange, lambda: app.tokens, 60.0, 60.0, accept_s=accept_s)
+            p
+            async for p in pieces(
+                exchange, lambda: app.tokens, 60.0, 60.0, clock=clock, accept_s=accept_s
+            )
         ]
     finally:
         await exchange.close()

@@ -6,12 +6,13 @@ the application's exception comes after what it sent before it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from services.replica.asgi_call import Exchange
-from services.replica.response_pieces import Piece, pieces
+from services.replica.response_pieces import Piece, next_tick, pieces
 
 
 class _Streamer:
@@ -37,8 +38,12 @@ class _Streamer:
 
 async def _pieces(app: _Streamer, interval_s: float, heartbeat_s: float = 60.0) -> list[Piece]:
     exchange = Exchange(app, "POST", "/v1/chat/completions", [], b"{}")
+    t0 = time.monotonic()  # the shared clock starts here: its first tick is interval_s away
+    clock = lambda: time.monotonic() - t0  # noqa: E731
     try:
-        return [p async for p in pieces(exchange, lambda: app.tokens, interval_s, heartbeat_s)]
+        return [
+            p async for p in pieces(exchange, lambda: app.tokens, interval_s, heartbeat_s, clock)
+        ]
     finally:
         await exchange.close()
 
@@ -110,3 +115,13 @@ def test_a_heartbeat_carries_a_start_that_no_body_followed() -> None:
     assert out[0].start is not None and out[0].body == b"" and not out[0].last
     assert [p.start is not None for p in out].count(True) == 1
     assert b"".join(p.body for p in out) == b"t1;"
+
+
+def test_streams_gather_until_the_ticks_of_one_shared_clock() -> None:
+    # two streams whose last messages went out at different times send their next ones on
+    # the same tick (one turn of the replica's loop, one message of the Streams call) ...
+    assert next_tick(0.013, 0.05) == pytest.approx(0.05)
+    assert next_tick(0.041, 0.05) == pytest.approx(0.05)
+    # ... and a message sent on a tick waits a whole period for the next one
+    assert next_tick(0.0502, 0.05) == pytest.approx(0.1)
+    assert next_tick(123.4567, 0.05) == pytest.approx(123.5)

@@ -17,7 +17,7 @@ from ray.serve import exceptions as sex
 from services.replica.direct_server import start_server
 from shared.rpc.call_errors import retryable, status_of
 from shared.rpc.client import CallFailed, MeshClient
-from shared.rpc.direct import KEEPALIVE_CHANNEL_OPTIONS, DirectReplicas
+from shared.rpc.direct import KEEPALIVE_CHANNEL_OPTIONS, UNLIMITED_MESSAGES, DirectReplicas
 from shared.rpc.invalid_argument import InvalidMessage
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, MeshCredentialRefused
 from shared.rpc.slomesh.v1 import common_pb2, replica_pb2, scheduler_pb2
@@ -246,4 +246,4 @@ def test_direct_channels_carry_keepalive(monkeypatch: pytest.MonkeyPatch) -> Non
         await d.close()
 
     asyncio.run(run())
-    assert opened == [KEEPALIVE_CHANNEL_OPTIONS]
+    assert opened == [(*KEEPALIVE_CHANNEL_OPTIONS, *UNLIMITED_MESSAGES)]

@@ -59,13 +59,17 @@ async def _answer(address: str) -> str:
     return address
 
 
-async def _collect(client: MeshClient, rid: str, max_tokens: int) -> tuple[str, int]:
+async def _collect(
+    client: MeshClient, rid: str, max_tokens: int, seen: dict[str, int] | None = None
+) -> tuple[str, int]:
     got = 0
     try:
         async for chunk in client.stream(
             "replica-0", "replica", "Generate", _gen(rid, max_tokens), {"traceparent": rid}
         ):
             got = chunk.output_tokens
+            if seen is not None:
+                seen[rid] = got
     except CallFailed as err:
         return err.code, got
     return "OK", got
@@ -145,8 +149,12 @@ def test_the_call_fails_every_stream_on_it_when_the_replica_goes(
         call = await client.direct.streams("replica-0")
         assert call is not None
         try:
-            streams = [asyncio.ensure_future(_collect(client, f"r{i}", 50)) for i in range(3)]
-            await asyncio.sleep(0.2)
+            seen: dict[str, int] = {}
+            streams = [asyncio.ensure_future(_collect(client, f"r{i}", 50, seen)) for i in range(3)]
+            for _ in range(3000):  # until every stream is under way
+                if len([n for n in seen.values() if n > 0]) == 3:
+                    break
+                await asyncio.sleep(0.01)
             await server.stop(None)  # the replica is gone mid-stream
             return list(await asyncio.gather(*streams)), call.alive
         finally:
@@ -182,3 +190,39 @@ def test_streams_refuses_a_caller_without_the_mesh_credential(
             await server.stop(None)
 
     assert asyncio.run(run()) == "UNAUTHENTICATED"
+
+
+class BigReplica:
+    """Answers every request with one 3 MiB body (a long non-streamed answer)."""
+
+    async def Generate(
+        self, request: replica_pb2.ReplicaGenerateRequest, grpc_context: Any = None
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        rid = request.meta.request_id
+        yield replica_pb2.ReplicaChunk(request_id=rid, body=b"x" * (3 << 20), finished=True)
+
+
+def test_messages_together_may_pass_grpcs_default_size_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # three 3 MiB answers ready together travel in one StreamsDown (above gRPC's 4 MiB default)
+    monkeypatch.setenv(MESH_TOKEN_ENV, "s3cret")
+
+    async def run() -> list[int]:
+        server, address = await start_server(BigReplica(), "127.0.0.1")
+        client = MeshClient()
+        client.direct = DirectReplicas(lambda app: _answer(address))
+
+        async def one(rid: str) -> int:
+            big = _gen(rid, 1)
+            big.http.body = b"p" * (3 << 20)  # and three 3 MiB prompts go up together
+            chunks = client.stream("replica-0", "replica", "Generate", big, {})
+            return sum([len(c.body) async for c in chunks])
+
+        try:
+            return list(await asyncio.gather(*(one(f"r{i}") for i in range(3))))
+        finally:
+            await client.close()
+            await server.stop(None)
+
+    assert asyncio.run(run()) == [3 << 20] * 3
