@@ -90,7 +90,11 @@ async def serve_streams(
                 outbox.put(replica_pb2.StreamEvent(stream_id=sid, chunk=chunk))
             outbox.put(replica_pb2.StreamEvent(stream_id=sid, end=True))
         except asyncio.CancelledError:
-            raise  # the caller closed it: nobody reads its end
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the caller closed it (or the call ended): nobody reads its end
+            # a cancel from inside Generate (not of this task): the stream ends, failed
+            outbox.put(replica_pb2.StreamEvent(stream_id=sid, end=True, status="CANCELLED"))
         except Exception as err:
             status, detail = _failure(err, context)
             failed = replica_pb2.StreamEvent(stream_id=sid, end=True, status=status, detail=detail)

@@ -226,3 +226,33 @@ def test_messages_together_may_pass_grpcs_default_size_limit(
             await server.stop(None)
 
     assert asyncio.run(run()) == [3 << 20] * 3
+
+
+class CancelledInside:
+    """A Generate whose own work is cancelled under it (not the caller's cancel)."""
+
+    async def Generate(
+        self, request: replica_pb2.ReplicaGenerateRequest, grpc_context: Any = None
+    ) -> AsyncIterator[replica_pb2.ReplicaChunk]:
+        yield replica_pb2.ReplicaChunk(request_id=request.meta.request_id)
+        inner = asyncio.ensure_future(asyncio.sleep(10))
+        inner.cancel()
+        await inner  # raises CancelledError into Generate
+
+
+def test_a_cancel_inside_generate_ends_the_stream_instead_of_leaving_it_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(MESH_TOKEN_ENV, "s3cret")
+
+    async def run() -> tuple[str, int]:
+        server, address = await start_server(CancelledInside(), "127.0.0.1")
+        client = MeshClient(stream_idle_timeout_s=30.0)
+        client.direct = DirectReplicas(lambda app: _answer(address))
+        try:
+            return await asyncio.wait_for(_collect(client, "r", 5), 10.0)
+        finally:
+            await client.close()
+            await server.stop(None)
+
+    assert asyncio.run(run()) == ("CANCELLED", 0)
