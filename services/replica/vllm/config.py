@@ -105,6 +105,12 @@ class VLLMEngineConfig(BaseModel):
     generator's, the engine's own helpers') preempts it; it yields them only while it waits.
     Needs CAP_SYS_NICE (without it the replica logs the refusal and serves as before). Without
     `engine_cpus` it has no effect: an unpinned real-time engine could take every core."""
+    engine_stats: bool = True
+    """Run the engine core with vLLM's scheduler statistics on, for the replica's KV-cache use
+    (the engine attaches them to every step's outputs: a cost per step in the engine's own
+    process). Off: the engine runs as `vllm serve --disable-log-stats` does, and the replica
+    counts the KV blocks of its live requests' prompts and outputs instead (prefix-cache hits
+    not subtracted)."""
     report_waiting_prefill: bool = False
     """On an earliest-deadline-first queue, list each waiting request's TTFT deadline and
     prompt tokens in the replica's state (read by the scheduler's deadline-aware TTFT guard).

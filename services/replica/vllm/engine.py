@@ -101,7 +101,9 @@ class VLLMEngine:
         # disable_log_stats with a custom stat logger: stats on, vLLM's periodic log lines off;
         # then the front end's own statistics off again, the scheduler stats kept (stats.py)
         self._llm: AsyncLLM | None = AsyncLLM.from_vllm_config(
-            vllm_config, stat_loggers=[self.stats], disable_log_stats=True
+            vllm_config,
+            stat_loggers=[self.stats] if config.engine_stats else None,
+            disable_log_stats=True,
         )
         scheduler_stats_only(self._llm)  # nothing is added yet: always True here
         from services.replica.vllm.cpu_priority import vllm_engine_pids
@@ -124,6 +126,7 @@ class VLLMEngine:
                 config.engine_realtime,
             )
         self._kv_total_blocks = int(vllm_config.cache_config.num_gpu_blocks or 0)
+        self._block_tokens = int(vllm_config.cache_config.block_size)
         self._streams: dict[str, _Stream] = {}
         self._evicted: dict[str, _Stream] = {}
         self._closed = False
@@ -205,8 +208,7 @@ class VLLMEngine:
         live = [s for s in self._streams.values() if not s.done and s.request_id not in evicted]
         waiting = [s for s in live if s.attempt_tokens == 0]
         total = self._kv_total_blocks
-        snap = self.stats.latest
-        used = round(snap.kv_cache_usage * total) if (snap is not None and live) else 0
+        used = self._kv_used_blocks(live)
         pending = sum(self._context_len(s) for s in waiting) + (len(live) - len(waiting))
         outstanding = sum(s.remaining_tokens for s in [*live, *evicted.values()])
         return EngineStatus(
@@ -254,6 +256,17 @@ class VLLMEngine:
         return int(processor.get_num_unfinished_requests())  # type: ignore[no-untyped-call]
 
     # ---- internals ---------------------------------------------------------------------------
+    def _kv_used_blocks(self, live: list[_Stream]) -> int:
+        """The engine's KV-cache use: from its latest statistics when it reports them, else the
+        blocks of the live requests' contexts (`engine_stats` off)."""
+        if not live:
+            return 0
+        snap = self.stats.latest
+        if self.config.engine_stats and snap is not None:
+            return round(snap.kv_cache_usage * self._kv_total_blocks)
+        b = max(self._block_tokens, 1)
+        return min(sum(-(-self._context_len(s) // b) for s in live), self._kv_total_blocks)
+
     def _context_len(self, stream: _Stream) -> int:
         prompt = stream.prompt_token_ids
         base = len(prompt) if prompt is not None else stream.request.request.input_tokens

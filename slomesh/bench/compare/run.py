@@ -121,6 +121,7 @@ VARIANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "helpers-engine": lambda: {"engine_helpers": "engine"},
     "rt": lambda: {"engine_realtime": True},
     "nort": lambda: {"engine_realtime": False},
+    "nostats": lambda: {"engine_stats": False},
 }
 """Engine CPU settings a system name `slomesh+A+B` applies over the shipped config, in order:
 engine nice values, the control plane's scheduling class, the engine pinned to this process's
