@@ -41,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "slomesh+A+B: slomesh with engine CPU variants A, B (nice-5, nice-15, nice-20: "
         "vllm.engine_nice; batch, idle: vllm.mesh_sched_policy; pin: vllm.engine_cpus, the "
         "highest CPU; nopin: engine_cpus null; helpers-any, helpers-rest, helpers-engine: "
-        "vllm.engine_helpers; rt, nort: vllm.engine_realtime; nostats: vllm.engine_stats false)",
+        "vllm.engine_helpers; rt, nort: vllm.engine_realtime; nostats, stats: "
+        "vllm.engine_stats false, true)",
     )
     p.add_argument(
         "--url",

@@ -122,6 +122,7 @@ VARIANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "rt": lambda: {"engine_realtime": True},
     "nort": lambda: {"engine_realtime": False},
     "nostats": lambda: {"engine_stats": False},
+    "stats": lambda: {"engine_stats": True},
 }
 """Engine CPU settings a system name `slomesh+A+B` applies over the shipped config, in order:
 engine nice values, the control plane's scheduling class, the engine pinned to this process's

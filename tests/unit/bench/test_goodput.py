@@ -369,6 +369,7 @@ def test_a_variant_names_its_engine_settings_in_order() -> None:
         "engine_realtime": True,
     }
     assert variant_settings("slomesh+nostats") == {"engine_stats": False}
+    assert variant_settings("slomesh+nostats+stats") == {"engine_stats": True}
 
 
 def test_engine_settings_apply_to_vllm_replicas_only() -> None:
