@@ -231,10 +231,9 @@ def start(
     metrics_host: str = "127.0.0.1",
     ready_timeout_s: float | None = readiness.READY_TIMEOUT_S,
 ) -> float:
-    """Start Ray, Serve and every application and wait until the mesh is ready: every replica
-    ready at the scheduler, then one completion served per model a replica starts on
-    (readiness.py; raises MeshNotReady naming what is short after `ready_timeout_s`; None: no
-    wait); returns the seconds it took. Ray's Prometheus exporter
+    """Start Ray, Serve and every application and wait until each model of the ingress has
+    served one completion (readiness.py; raises MeshNotReady naming the model after
+    `ready_timeout_s`; None: no wait); returns the seconds it took. Ray's Prometheus exporter
     listens on `metrics_host:metrics_port` (None: a port Ray picks; deploy/grafana/README.md);
     "127.0.0.1" makes the embedded Ray node a loopback one."""
     import ray
@@ -286,9 +285,11 @@ def start(
         _wait_for_routes(config, [a.get("route_prefix") for a in apps])
     wait_for_door(config)
     if ready_timeout_s is not None:
-        apps = readiness.scheduler_apps(config)
-        readiness.wait_until_ready(
-            config, openai_url(config), lambda: readiness.ready_replicas(apps), ready_timeout_s
+        readiness.wait_until_serving(
+            openai_url(config),
+            readiness.ingress_models(config),
+            readiness.probe_key(config),
+            ready_timeout_s,
         )
     return time.monotonic() - t0
 
