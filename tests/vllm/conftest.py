@@ -48,6 +48,30 @@ def arun(loop: asyncio.AbstractEventLoop) -> Runner:
     return Runner(loop)
 
 
+def tiny_engine(model_dir: Path, arun: Runner, **settings: Any) -> Iterator[Any]:
+    """A VLLMEngine on the tiny model with the tests' common settings (`settings` over them),
+    started on the module's loop; shut down when the generator resumes (a fixture's
+    `yield from`)."""
+    from services.replica.vllm.config import VLLMEngineConfig
+    from services.replica.vllm.engine import VLLMEngine
+
+    common: dict[str, Any] = {
+        "model": str(model_dir),
+        "served_model_name": "tiny",
+        "max_model_len": 512,
+        "max_num_seqs": 2,
+        "kv_cache_memory_bytes": 32 << 20,
+    }
+    config = VLLMEngineConfig(**{**common, **settings})
+
+    async def start() -> VLLMEngine:
+        return VLLMEngine(config)
+
+    engine = arun(start(), timeout_s=240)
+    yield engine
+    arun(engine.shutdown())
+
+
 @pytest.fixture(scope="session")
 def make_request() -> Callable[..., Request]:
     """A factory of control-plane requests for the tiny model."""

@@ -17,6 +17,7 @@ import pytest
 
 from services.replica.engine import EngineRequest, TokenChunk
 from shared.domain import Request
+from tests.vllm.conftest import tiny_engine
 
 pytest.importorskip("vllm")
 
@@ -25,24 +26,7 @@ PROMPT = "Hello world, the model serves a request"
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
-    from services.replica.vllm.config import VLLMEngineConfig
-    from services.replica.vllm.engine import VLLMEngine
-
-    config = VLLMEngineConfig(
-        model=str(tiny_model_dir),
-        served_model_name="tiny",
-        max_model_len=512,
-        max_num_seqs=2,
-        kv_cache_memory_bytes=32 << 20,
-        queue_policy="edf",
-    )
-
-    async def start() -> VLLMEngine:
-        return VLLMEngine(config)
-
-    eng = arun(start(), timeout_s=240)
-    yield eng
-    arun(eng.shutdown())
+    yield from tiny_engine(tiny_model_dir, arun, queue_policy="edf")
 
 
 @pytest.fixture

@@ -11,30 +11,14 @@ from typing import Any
 import pytest
 
 from services.replica.engine import EngineRequest
+from tests.vllm.conftest import tiny_engine
 
 pytest.importorskip("vllm")
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
-    from services.replica.vllm.config import VLLMEngineConfig
-    from services.replica.vllm.engine import VLLMEngine
-
-    config = VLLMEngineConfig(
-        model=str(tiny_model_dir),
-        served_model_name="tiny",
-        max_model_len=512,
-        max_num_seqs=2,
-        kv_cache_memory_bytes=32 << 20,
-        engine_stats=False,
-    )
-
-    async def start() -> VLLMEngine:
-        return VLLMEngine(config)
-
-    eng = arun(start(), timeout_s=240)
-    yield eng
-    arun(eng.shutdown())
+    yield from tiny_engine(tiny_model_dir, arun, engine_stats=False)
 
 
 def test_no_statistics_and_kv_use_counted_from_the_live_contexts(

@@ -16,6 +16,7 @@ import pytest
 
 from services.replica.engine import EngineRequest
 from shared.domain import SLO, Request
+from tests.vllm.conftest import tiny_engine
 
 pytest.importorskip("vllm")
 
@@ -24,26 +25,15 @@ TOKENS = 60
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path, arun: Any) -> Iterator[Any]:
-    from services.replica.vllm.config import VLLMEngineConfig
-    from services.replica.vllm.engine import VLLMEngine
     from shared.domain.scorpio import ScorpioConfig
 
-    config = VLLMEngineConfig(
-        model=str(tiny_model_dir),
-        served_model_name="tiny",
-        max_model_len=512,
+    yield from tiny_engine(
+        tiny_model_dir,
+        arun,
         max_num_seqs=4,
-        kv_cache_memory_bytes=32 << 20,
         queue_policy="edf",
         scorpio=ScorpioConfig(ttft_guard=False),
     )
-
-    async def start() -> VLLMEngine:
-        return VLLMEngine(config)
-
-    eng = arun(start(), timeout_s=240)
-    yield eng
-    arun(eng.shutdown())
 
 
 def request(engine: Any, rid: str, tpot_s: float) -> EngineRequest:
