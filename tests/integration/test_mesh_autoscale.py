@@ -71,12 +71,24 @@ def _with_pool(config: dict[str, Any]) -> list[dict[str, Any]]:
     return [pool, apps["scheduler"], apps["ingress"]]
 
 
-def _running() -> int:
+def _replicas(*states: str) -> int:
+    """The pool's replicas in any of `states` (Serve's replica states)."""
     app = serve.status().applications.get(POOL)
     if app is None:
         return 0
     dep = app.deployments["ReplicaPool"]
-    return int(dep.replica_states.get("RUNNING", 0))
+    return sum(int(dep.replica_states.get(s, 0)) for s in states)
+
+
+def _running() -> int:
+    return _replicas("RUNNING")
+
+
+def _added() -> int:
+    """Replicas the policy asked for: running or still starting. A pool replica builds vLLM's
+    serving layer for its model when it starts, which on a loaded 2-core host has taken more
+    than a minute; the policy's decision is what this test checks, Serve's start-up time is not."""
+    return _replicas("RUNNING", "STARTING")
 
 
 def _load(http: str, stop: threading.Event, codes: list[int]) -> None:
@@ -110,23 +122,23 @@ def test_load_step_adds_a_pool_replica_and_removes_it_after(live_mesh: dict[str,
             for _ in range(8):
                 pool.submit(_load, live_mesh["http"], stop, codes)
             while time.monotonic() - t0 < 90 and max((n for _, n in counts), default=0) < 2:
-                counts.append((time.monotonic() - t0, _running()))
+                counts.append((time.monotonic() - t0, _added()))
                 time.sleep(1.0)
             stop.set()
         peak = max(n for _, n in counts)
         answers = dict(Counter(codes))
-        print(f"pool replicas running under load (s, n): {counts}; answers {answers}")
+        print(f"pool replicas running or starting under load (s, n): {counts}; answers {answers}")
         if peak != 2:  # what the policy saw: a read-only probe (no replica id, no pool)
             signal = serve.get_app_handle("scheduler").AutoscaleSignal.remote(MODEL).result()
             raise AssertionError(
-                f"no scale-up under load: running replicas over time {counts}; answers "
+                f"no scale-up under load: running or starting replicas over time {counts}; answers "
                 f"{answers}; the scheduler's signal for {MODEL} after the load: {signal}"
             )
         assert codes.count(200) > 0, f"no request served: {sorted(set(codes))}"
-        t1 = time.monotonic()
-        while time.monotonic() - t1 < 120 and _running() != 1:
+        t1 = time.monotonic()  # the policy holds while a replica starts, then waits its delay
+        while time.monotonic() - t1 < 240 and _added() != 1:
             time.sleep(1.0)
-        assert _running() == 1, "the added replica was not removed after the load fell"
+        assert _added() == 1, "the added replica was not removed after the load fell"
         print(f"back to 1 replica {time.monotonic() - t1:.0f} s after the load stopped")
     finally:
         serve.delete(POOL)
