@@ -45,6 +45,7 @@ from services.scheduler.core.ttft_admission import (
 )
 from shared.domain import HardwareProfile, Request
 from slomesh.sim.instance import SimInstance
+from slomesh.stacks.config import StackConfig
 
 
 def _live_default(name: str) -> float | None:
@@ -73,6 +74,14 @@ class SimAdmissionConfig(BaseModel):
     leases: LeaseConfig = LeaseConfig()
     """The credits it grants the ingresses' fast path (core/leases.py; the fast path runs
     only with a simulated ingress, slomesh/sim/leases.py)."""
+
+    @classmethod
+    def of_stack(cls, stack: StackConfig) -> SimAdmissionConfig:
+        """The live defaults with the settings `stack` sets (its in-flight cap), as
+        `slomesh up --stack` runs them (slomesh/stacks/live.py)."""
+        if stack.max_in_flight_per_replica is None:
+            return cls()
+        return cls(max_in_flight_per_replica=stack.max_in_flight_per_replica)
 
 
 @dataclass

@@ -50,13 +50,14 @@ class Simulator:
         ingress: SimIngressConfig | None = None,
         live_view: LiveViewConfig | None = None,
     ) -> None:
-        """admission: the live scheduler's admission settings (default: its defaults);
+        """admission: the live scheduler's admission settings (default: its defaults with the
+        stack's own, `SimAdmissionConfig.of_stack`);
         ingress: the live ingress's own admission in front of it (default: none); live_view:
         the policy reads the scheduler's books, reported late (slomesh/sim/live_view.py;
         default: the engines' exact state)."""
         self.stack = stack
         self.live = LiveTiming(live_view) if live_view is not None else None
-        self.admission = admission if admission is not None else SimAdmissionConfig()
+        self.admission = admission if admission is not None else SimAdmissionConfig.of_stack(stack)
         self.ingress = SimIngress(ingress) if ingress is not None else None
         self.leases: SimLeases | None = None
         """The ingress's lease fast path (with a simulated ingress: slomesh/sim/leases.py)."""

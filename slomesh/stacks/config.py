@@ -65,6 +65,11 @@ class StackConfig(BaseModel):
     """SCORPIO's engine guards (TTFT guard, VBS admission, credit batching); None: off."""
     length_predictor: str = "online-histogram"
     """The predictor (services/predictor registry) behind policies that plan on output lengths."""
+    max_in_flight_per_replica: int | None = Field(None, ge=1)
+    """The scheduler's admission limit per replica (requests admitted and not finished) this
+    stack runs with, simulated and live (admitter parameter `max_in_flight_per_replica`); None:
+    the scheduler's own setting. A peer that queues without a limit of its own sets it above
+    any trace."""
     stages: dict[str, StageChoice] = Field(default_factory=dict)
     """The stack file's stage choices this config was resolved from (stage -> plugin)."""
 

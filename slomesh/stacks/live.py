@@ -1,6 +1,7 @@
 """A stack on the live mesh: its stages applied to a Serve config, or refused naming the field.
 
 What each stage becomes live:
+- the admitter's `max_in_flight_per_replica`: the scheduler's in-flight cap per replica.
 - `admitter: ttft-guard`: the scheduler's TTFT admission (`ttft_guard` of the scheduler's args,
   services/scheduler/core/ttft_admission.py), its one home: the simulator runs the same
   admission (slomesh/sim/scheduler.py) and its engines run without SCORPIO's TTFT guard too
@@ -71,6 +72,8 @@ def _scheduler_args(stack: StackConfig, args: dict[str, Any]) -> None:
     args["policy"] = stack.policy
     args["policy_options"] = copy.deepcopy(stack.policy_options)
     args["stack"] = stack.name
+    if stack.max_in_flight_per_replica is not None:
+        args["max_in_flight_per_replica"] = stack.max_in_flight_per_replica
     admitter = stack.stages["admitter"]
     guard = dict(args.get("ttft_guard") or {})
     guard["enabled"] = admitter.plugin == "ttft-guard"

@@ -40,7 +40,8 @@ class Fragment:
     options: Mapping[str, Any] = field(default_factory=dict)
     """Merged into the global policy's options."""
     fields: Mapping[str, Any] = field(default_factory=dict)
-    """StackConfig engine fields (queue_policy, engine_mode, preemption_mode, length_predictor)."""
+    """StackConfig fields (queue_policy, engine_mode, preemption_mode, length_predictor,
+    max_in_flight_per_replica)."""
     scorpio: Mapping[str, Any] = field(default_factory=dict)
     """Merged into the engines' ScorpioConfig (the guards are off unless a plugin sets them)."""
 

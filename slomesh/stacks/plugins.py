@@ -26,18 +26,38 @@ from slomesh.stacks.plugin import (
     no_params,
 )
 
-
 # ---- admitter -------------------------------------------------------------------------------
+_IN_FLIGHT = "max_in_flight_per_replica"
+"""Every admitter's parameter: the scheduler's in-flight cap per replica the stack runs with."""
+
+
+def _in_flight(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The stack field an admitter's `max_in_flight_per_replica` sets (absent: the scheduler's
+    own setting)."""
+    if _IN_FLIGHT not in params:
+        return {}
+    value = params[_IN_FLIGHT]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise StageError(f"stages.admitter.params.{_IN_FLIGHT}: an integer >= 1, got {value!r}")
+    return {_IN_FLIGHT: value}
+
+
+def _no_admitter(name: str, params: Mapping[str, Any]) -> Plugin:
+    allow_params("admitter", name, params, {_IN_FLIGHT: None})
+    return Plugin("admitter", name, dict(params), every(Fragment(fields=_in_flight(params))))
+
+
 def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
-    allowed = {"margin_s": None, "deadline_aware": None, "bounds_in_flight": None}
+    allowed = {"margin_s": None, "deadline_aware": None, "bounds_in_flight": None, _IN_FLIGHT: None}
     allow_params("admitter", name, params, allowed)
     frag = Fragment(
+        fields=_in_flight(params),
         scorpio={
             "ttft_guard": True,
             "ttft_margin_s": params.get("margin_s", 0.0),
             "ttft_deadline_aware": bool(params.get("deadline_aware", False)),
             "ttft_bounds_in_flight": bool(params.get("bounds_in_flight", False)),
-        }
+        },
     )
     return Plugin("admitter", name, dict(params), every(frag))
 
@@ -45,8 +65,10 @@ def _ttft_guard(name: str, params: Mapping[str, Any]) -> Plugin:
 def _latency_slo(name: str, params: Mapping[str, Any]) -> Plugin:
     from services.scheduler.core.latency_slo_admitter import LatencySLOAdmitterConfig
 
-    allow_params("admitter", name, params, dict.fromkeys(LatencySLOAdmitterConfig.model_fields))
-    frag = Fragment(options={"slo_admitter": dict(params)})
+    allowed = {**dict.fromkeys(LatencySLOAdmitterConfig.model_fields), _IN_FLIGHT: None}
+    allow_params("admitter", name, params, allowed)
+    own = {k: v for k, v in params.items() if k != _IN_FLIGHT}
+    frag = Fragment(options={"slo_admitter": own}, fields=_in_flight(params))
     return Plugin("admitter", name, dict(params), {"router": lambda _f: frag})
 
 
@@ -271,7 +293,7 @@ def factories() -> dict[str, dict[str, Factory]]:
     """stage -> plugin name -> factory(name, params)."""
     return {
         "admitter": {
-            "none": _none("admitter"),
+            "none": _no_admitter,
             "ttft-guard": _ttft_guard,
             "latency-slo": _latency_slo,
         },

@@ -27,6 +27,20 @@ ROWS: list[Row] = [
     # admitter
     ("admitter", "none", {}, "qlm", F()),
     ("admitter", "none", {"x": 1}, "router", "stages.admitter.params.x"),
+    (
+        "admitter",
+        "none",
+        {"max_in_flight_per_replica": 4096},
+        "router",
+        F(fields={"max_in_flight_per_replica": 4096}),
+    ),
+    (
+        "admitter",
+        "none",
+        {"max_in_flight_per_replica": 0},
+        "qlm",
+        "stages.admitter.params.max_in_flight_per_replica",
+    ),
     ("admitter", "ttft-guard", {}, "router", GUARD_ON),
     (
         "admitter",
@@ -78,6 +92,13 @@ ROWS: list[Row] = [
         {"cold_kv_fraction": 0.05},
         "router",
         F(options={"slo_admitter": {"cold_kv_fraction": 0.05}}),
+    ),
+    (
+        "admitter",
+        "latency-slo",
+        {"max_in_flight_per_replica": 4096},
+        "router",
+        F(options={"slo_admitter": {}}, fields={"max_in_flight_per_replica": 4096}),
     ),
     ("admitter", "latency-slo", {}, "qlm", NOT_HERE),
     # orderer

@@ -71,6 +71,10 @@ def test_live_vllm_fcfs_runs_plain_engines_without_admission() -> None:
     replicas = [name for name in apps if name.startswith("replica-")]
     assert replicas and {apps[r]["vllm"]["queue_policy"] for r in replicas} == {"fcfs"}
     assert "scorpio" not in apps["replica-0"]["vllm"]
+    # it queues overload as vLLM does: the stack's in-flight cap, not the config's
+    cap = load_stack("vllm-fcfs").max_in_flight_per_replica
+    assert cap is not None and apps["scheduler"]["max_in_flight_per_replica"] == cap
+    assert _apps("slomesh")["scheduler"]["max_in_flight_per_replica"] == 64  # local.yaml's
 
 
 @pytest.mark.parametrize(
