@@ -33,11 +33,12 @@ class ShardMember:
 
     def _owned_changed(self, gained: set[str], lost: set[str]) -> None:
         """Shard ownership moved (shard_peers.py): replicas handed to another shard are
-        unavailable here at once (their queued work re-planned over the rest); those taken over
-        are probed now and serve from their first answer."""
+        unavailable here at once (their queued work re-planned over the rest, the requests
+        they run for this shard kept in their books: AdmissionCore.hand_over); those taken
+        over are probed now and serve from their first answer."""
         now = time.time()
         for name in lost:
-            self.core.record_probe(name, False, now, 1)
+            self.core.hand_over(name, now)
         self._dispatch()
         if gained:
             task = asyncio.get_running_loop().create_task(self._probe(sorted(gained)))

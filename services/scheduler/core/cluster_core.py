@@ -86,10 +86,12 @@ class ClusterCore:
                 policy.on_slice_end(entry, name, out, now)
             case Abort(request_id=rid, now_s=now):
                 policy.on_abort(rid, out, now)
-            case ReplicaState(instance=name, healthy=healthy, now_s=now):
+            case ReplicaState(instance=name, healthy=healthy, handed_over=moved, now_s=now):
                 was = self.healthy.get(name)
                 self.healthy[name] = healthy
-                if was and not healthy:
+                if was and not healthy and moved:
+                    policy.on_instance_handed_over(name, out, now)
+                elif was and not healthy:
                     policy.on_instance_lost(name, out, now)
             case Tick(now_s=now):
                 for name in self._healthy_names():

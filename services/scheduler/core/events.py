@@ -80,10 +80,14 @@ class Abort(_Event):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState(_Event):
-    """Whether `instance` answers (a Status probe's outcome, or a replica found gone)."""
+    """Whether `instance` answers (a Status probe's outcome, or a replica found gone), or,
+    with `handed_over`, that this scheduler shard gave it to another one."""
 
     instance: str
     healthy: bool
+    handed_over: bool = False
+    """Unavailable here because another scheduler shard owns it now: it runs what it holds to
+    the end (those requests' reports still come here); only no new work goes there from here."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,13 @@ class GlobalPolicy(ABC):
     def on_instance_lost(self, instance: str, out: Decisions, now_s: float) -> None:  # noqa: B027
         """`instance` failed or left the cluster. Default: nothing."""
 
+    def on_instance_handed_over(  # noqa: B027
+        self, instance: str, out: Decisions, now_s: float
+    ) -> None:
+        """Another scheduler shard took `instance` over: it runs what it holds to the end
+        (their finishes still come here), and no new work may go there from here. Default:
+        nothing (a policy without its own queues places nothing ahead)."""
+
 
 class RoutingPolicy(GlobalPolicy):
     """Send each arrival straight to one eligible instance chosen by a router."""

@@ -83,3 +83,7 @@ class PinningPolicy(GlobalPolicy):
     def on_instance_lost(self, instance: str, out: Decisions, now_s: float) -> None:
         self._forget(instance)
         self._delegate(out, lambda: self.inner.on_instance_lost(instance, out, now_s))
+
+    def on_instance_handed_over(self, instance: str, out: Decisions, now_s: float) -> None:
+        self._forget(instance)
+        self._delegate(out, lambda: self.inner.on_instance_handed_over(instance, out, now_s))

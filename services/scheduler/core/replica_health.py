@@ -114,6 +114,21 @@ class ReplicaHealth:
             return False
         return self.set_health(application, False, now_s)
 
+    def hand_over(self, application: str, now_s: float) -> bool:
+        """Another scheduler shard took replica `application` over (shard ownership moved, the
+        replica runs on): no new placement or pull goes there from here, its queued work is
+        re-planned over the others, and the requests it holds from here stay in its books,
+        not queued or placed again: they run there to the end and their reports come here (a
+        seat counted twice would refuse arrivals as replicas-full). It takes work again once
+        it is handed back and answers a probe. True when it was available here until now."""
+        rep = self.replicas.get(application)
+        self._probe_failures.pop(application, None)
+        if rep is None or not rep.healthy:
+            return False
+        rep.healthy = False
+        self._book(self.core.handle(ReplicaState(application, False, True, now_s=now_s)))
+        return True
+
     def set_health(self, application: str, healthy: bool, now_s: float) -> bool:
         """Record whether replica `application` answers; True when that changed. A replica that
         stops answering gets no new placements or pulls and its queued work is re-planned over

@@ -42,6 +42,7 @@ POLICY_HOOKS = frozenset(
         "on_slice_end",
         "on_abort",
         "on_instance_lost",
+        "on_instance_handed_over",
     }
 )
 VIEW_READS = frozenset(

@@ -201,3 +201,34 @@ def test_a_lone_scheduler_forgets_a_shard_that_joined_it_and_was_deleted() -> No
         assert a.shards.owned == set(REPLICAS)
 
     asyncio.run(run())
+
+
+def test_replicas_handed_back_keep_the_requests_they_run_for_the_shard() -> None:
+    async def run() -> None:
+        mesh = Mesh()
+        a = mesh.start("scheduler", ["scheduler-1"])
+        b = mesh.start("scheduler-1", ["scheduler"])
+        theirs = set(b.shards.owned)
+        await _until(lambda: _ready_count(a) == 2)
+        mesh.dead.add("scheduler-1")  # its process is gone: nothing of it runs
+        for task in (b.shards._task, b._reconciler):
+            assert task is not None
+            task.cancel()
+        await _until(lambda: _ready_count(a) == 4)
+        for r in set(REPLICAS) - theirs:  # until its next probe: work goes to those taken over
+            a.core.set_health(r, False, time.time())
+        placed = {}
+        for k in range(8):
+            placed[f"r{k}"] = (await a.Admit(_admit(f"r{k}"))).replica.application
+        running = {rid for rid, app in placed.items() if app in theirs}
+        assert running  # a runs some on the replicas it took over
+        mesh.dead.clear()
+        mesh.start("scheduler-1", ["scheduler"])  # Serve restarted it: a hands them back
+        await _until(lambda: a.shards.owned.isdisjoint(theirs))
+        assert (await a.Admit(_admit("after"))).admitted
+        books = {app: set(a.core.replicas[app].in_flight) for app in REPLICAS}
+        assert set().union(*(books[r] for r in theirs)) == running  # they run on there
+        own = set().union(*(books[r] for r in a.shards.owned))
+        assert own == set(placed) - running | {"after"}  # and take no seat of a's own
+
+    asyncio.run(run())

@@ -184,6 +184,17 @@ class QueueEstimator:
             return self._ready_and_drain(name)[0]
         return ests[-1].start_s + ests[-1].service_s
 
+    def imbalanced(self, now_s: float) -> bool:
+        """Groups grow after placement, so queues drift apart; re-plan (which balances) when
+        the predicted drain times differ by more than `rebalance_fraction` of the longest."""
+        backlogs = [self.backlog_s(n, now_s) for n in self.vqs.names()]
+        if len(backlogs) < 2:
+            return False
+        longest = max(backlogs)
+        if longest < 10 * self.cfg.check_interval_s:
+            return False
+        return longest - min(backlogs) > self.cfg.rebalance_fraction * longest
+
     def request_wait_s(
         self, name: str, group: RequestGroup, request_id: str, now_s: float, point: bool = False
     ) -> float:

@@ -241,10 +241,19 @@ class QLMPolicy(GlobalPolicy):
 
     def on_instance_lost(self, instance: str, out: Decisions, now_s: float) -> None:
         """An instance failed or left: its groups and unfinished requests return to the queue."""
+        self.stats.instances_lost += 1
+        self._leave(instance, self.ops.drop_instance(instance), out, now_s)
+
+    def on_instance_handed_over(self, instance: str, out: Decisions, now_s: float) -> None:
+        """Another scheduler shard took the instance over: what it holds runs on there and stays
+        booked here (its finishes come here; what it holds evicted resumes), only its groups go
+        to the other instances. Queued again, its requests would take seats twice."""
+        self._leave(instance, self.ops.hand_over(self.instances.get(instance), out), out, now_s)
+
+    def _leave(self, instance: str, requeue: list[Placed], out: Decisions, now_s: float) -> None:
         self.instances.pop(instance, None)
         self.vqs.drop_instance(instance)
-        self.stats.instances_lost += 1
-        for placed in self.ops.drop_instance(instance):
+        for placed in requeue:
             self.selector.refunded(placed.request)
             self.grouper.assign(placed.request, placed.estimate, now_s)
             self.selector.queued(placed.request)
@@ -334,20 +343,9 @@ class QLMPolicy(GlobalPolicy):
             self.shedding.on_late(late, out, now_s)
             self.stats.predicted_violations += 1
             self._replan(out, now_s)
-        elif self.cfg.lso.balance and self._imbalanced(now_s):
+        elif self.cfg.lso.balance and self.estimator.imbalanced(now_s):
             self.stats.rebalances += 1
             self._replan(out, now_s)
-
-    def _imbalanced(self, now_s: float) -> bool:
-        """Groups grow after placement, so queues drift apart; re-plan (which balances) when
-        the predicted drain times differ by more than `rebalance_fraction` of the longest."""
-        backlogs = [self.estimator.backlog_s(n, now_s) for n in self.vqs.names()]
-        if len(backlogs) < 2:
-            return False
-        longest = max(backlogs)
-        if longest < 10 * self.cfg.check_interval_s:
-            return False
-        return longest - min(backlogs) > self.cfg.rebalance_fraction * longest
 
     def _replan(self, out: Decisions, now_s: float, force: bool = False) -> bool:
         if not force and now_s - self._last_plan_s < self.cfg.replan_min_interval_s:

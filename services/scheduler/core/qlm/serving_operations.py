@@ -84,6 +84,16 @@ class ServingOps:
         self.swap_plan.forget(instance)
         return list(self.placed.pop(instance, {}).values())
 
+    def hand_over(self, inst: InstanceView | None, out: Decisions) -> list[Placed]:
+        """An instance another scheduler shard took over: what it holds stays booked (it runs
+        on there), what it holds evicted is resumed (no pull here will resume it), and nothing
+        is returned to be queued again."""
+        if inst is not None:
+            out.resume(inst, self.evicted.get(inst.name, []))
+            self.evicted[inst.name] = []
+            self.swap_plan.forget(inst.name)
+        return []
+
     def head(self, instance: str) -> RequestGroup | None:
         """The group `instance` serves next: the first non-empty one of its virtual queue, as
         bands and tenant fairness choose (fairness/selector.py)."""

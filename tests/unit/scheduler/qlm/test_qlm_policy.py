@@ -1,5 +1,6 @@
 """The `qlm` global policy on fake instances: pulling, eviction order, resume, swap tiers,
-instance loss, predicted infeasibility. Hand-checkable cases; no engine behind the fakes."""
+instance loss and handover to another shard, predicted infeasibility. Hand-checkable cases;
+no engine behind the fakes."""
 
 from __future__ import annotations
 
@@ -129,6 +130,37 @@ def test_qlm_instance_loss_returns_its_groups_and_unfinished_requests(fakes):
     queued = {r.request_id for g in p.grouper.groups() for r, _ in g.queue}
     assert queued == {f"q{k}" for k in range(6)} | set(on_b[1:])
     assert all(p.vqs.queue_of(g.group_id) == "a" for g in p.grouper.groups())
+
+
+def test_qlm_handover_keeps_what_the_instance_runs_and_moves_only_its_groups(fakes):
+    a, b = fakes.instance("a", waiting=0), fakes.instance("b", waiting=0)
+    p = policy(pull_window_requests=2)
+    rej = fakes.rejector()
+    for k in range(4):
+        p.on_arrival(req(f"p{k}", at=0.01 * k, n_in=100 + 3000 * (k % 2)), [a, b], rej, 0.0)
+    a.waiting = b.waiting = 2
+    for k in range(6):
+        p.on_arrival(req(f"q{k}", at=1 + 0.01 * k, n_in=100 + 3000 * (k % 2)), [a, b], rej, 1.0)
+    on_b = [r.request_id for r in b.submitted]
+    assert on_b
+    p.on_instance_handed_over("b", rej, 3.0)  # another scheduler shard owns b from now on
+    assert p.vqs.names() == ["a"]
+    queued = {r.request_id for g in p.grouper.groups() for r, _ in g.queue}
+    assert queued == {f"q{k}" for k in range(6)}  # b's requests run on there: not queued again
+    assert all(p.vqs.queue_of(g.group_id) == "a" for g in p.grouper.groups())
+    assert set(p.ops.placed["b"]) == set(on_b)
+    p.on_finish(b.submitted[0], "b", 32, rej, 4.0)  # their finishes still come here
+    assert set(p.ops.placed["b"]) == set(on_b[1:])
+
+
+def test_qlm_handover_resumes_what_the_instance_holds_evicted(fakes):
+    p = policy(pull_window_requests=3)
+    inst, rej = _full_instance_with_batch_work(fakes, p)
+    p.on_arrival(req("hot", INTERACTIVE, at=83.1, n_in=700), [inst], rej, 103.0)
+    evicted = list(inst.evicted_ids)
+    assert evicted
+    p.on_instance_handed_over("i0", rej, 104.0)  # no pull here would ever resume them
+    assert sorted(inst.resumed_ids) == sorted(evicted)
 
 
 def test_qlm_rejects_predicted_infeasible_work_with_the_reason(fakes):
