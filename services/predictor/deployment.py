@@ -47,11 +47,12 @@ class PredictorArgs(BaseModel):
     """Persisted model file of the "learned" predictor (None: the shipped default model)."""
     tracing: TracingConfig = TracingConfig()
     """Span export."""
-    live_batch_size: int = Field(default=512, ge=1)
+    live_batch_size: int = Field(default=2048, ge=1)
     """Completions the service buffers for one `partial_fit` pass of the "learned" predictor
     (its `online_batch_size`, unless `config` names one). A pass touches every threshold
-    classifier's whole weight vector, so it costs about as much for 32 completions as for 512:
-    larger batches cut the CPU per completion; `learn_interval_s` bounds the wait."""
+    classifier's whole weight vector, so it costs about as much for 32 completions as for a
+    thousand: larger batches cut the CPU per completion; `learn_interval_s` bounds the wait
+    (below about 200 requests a second the timer, not a full batch, starts the passes)."""
     learn_interval_s: float | None = Field(default=10.0, gt=0)
     """Seconds between passes over whatever completions are buffered, however few, so a
     completion reaches the weights within about this long (the tenant history and the online

@@ -149,7 +149,7 @@ def test_predict_many_is_predicting_each_in_turn(prompts):
 
 
 def test_the_service_learns_in_large_batches_unless_its_config_names_one():
-    assert PredictorDeployment.func_or_class({}).core.config.online_batch_size == 512
+    assert PredictorDeployment.func_or_class({}).core.config.online_batch_size == 2048
     args = {"live_batch_size": 64}
     assert PredictorDeployment.func_or_class(args).core.config.online_batch_size == 64
     named = {"live_batch_size": 64, "config": {"online_batch_size": 8}}
