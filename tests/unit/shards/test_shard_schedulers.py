@@ -225,6 +225,7 @@ def test_replicas_handed_back_keep_the_requests_they_run_for_the_shard() -> None
         mesh.dead.clear()
         mesh.start("scheduler-1", ["scheduler"])  # Serve restarted it: a hands them back
         await _until(lambda: a.shards.owned.isdisjoint(theirs))
+        await _until(lambda: all(a.core.replicas[r].healthy for r in a.shards.owned))  # probed
         assert (await a.Admit(_admit("after"))).admitted
         books = {app: set(a.core.replicas[app].in_flight) for app in REPLICAS}
         assert set().union(*(books[r] for r in theirs)) == running  # they run on there
