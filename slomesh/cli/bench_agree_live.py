@@ -45,7 +45,7 @@ from shared.metrics.records import RequestRecord
 from slomesh.bench.agree.admission_hop import AdmissionHops, admission_hops
 from slomesh.bench.agree.calibrate import calibrated, loop_delay
 from slomesh.bench.agree.host_speed import calibrated_on_trace
-from slomesh.bench.agree.mesh_calls import ready_replicas, swap_logs
+from slomesh.bench.agree.mesh_calls import swap_logs
 from slomesh.bench.agree.report_delay import report_delays
 from slomesh.bench.agree.workload import AgreeRequest, AgreeWorkloadSpec
 from slomesh.cli.bench_live import _served_model, _with_seats
@@ -274,20 +274,12 @@ def run_live(
             try:
                 log.unlink(missing_ok=True)
                 reports.unlink(missing_ok=True)  # the calibration's lines stay: the base hop
-                # every replica ready first, then ready and warm on the models the replicas
-                # start on, as the simulator starts them (a request placed while a replica is
-                # not ready, or for another model, would move a model before the trace)
-                starts = readiness.start_models(config)
-                t_start = time.monotonic()
-                mesh.start(config, ready_timeout_s=None)
-                expected = readiness.replicas_by_start_model(config)
-                readiness.wait_for_replicas(ready_replicas, expected)
-                url = mesh.openai_url(config)
-                readiness.wait_until_serving(url, starts, readiness.probe_key(config))
-                started = time.monotonic() - t_start
-                base = url.removesuffix("/v1")
+                # ready as `slomesh up` makes it (every replica, then the models the replicas
+                # start on: the simulator starts there), and warm on those models only
+                started = mesh.start(config)
+                base = mesh.openai_url(config).removesuffix("/v1")
                 model = _served_model(config)
-                for m in starts:
+                for m in readiness.start_models(config):
                     asyncio.run(warm_up(base, m, builder.build(32, 1)))
                 windows: dict[str, tuple[float, float]] = {}
                 if calibration:

@@ -93,8 +93,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--ready-timeout-s",
         type=float,
         default=readiness.READY_TIMEOUT_S,
-        help="how long the start waits for one completion of every model through the OpenAI "
-        f"endpoint before it gives up, naming the model (default {readiness.READY_TIMEOUT_S:.0f})",
+        help="how long the start waits for every replica to be ready at the scheduler and one "
+        "completion of each model a replica starts on through the OpenAI endpoint before it "
+        f"gives up, naming what is short (default {readiness.READY_TIMEOUT_S:.0f})",
     )
     up.add_argument(
         "--exit-after-start",

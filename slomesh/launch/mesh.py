@@ -22,6 +22,7 @@ import yaml
 from shared.rpc.mesh_auth import MESH_TOKEN_ENV, new_mesh_token
 from slomesh.launch import listeners, readiness
 from slomesh.launch.front_door import door_url, grpc_door_target, wait_for_door
+from slomesh.launch.scheduler_poll import ready_replicas_poll
 
 # Serve's per-request access log costs CPU on the request path of a 2-core machine
 _QUIET = {"log_level": "WARNING", "enable_access_log": False}
@@ -231,9 +232,10 @@ def start(
     metrics_host: str = "127.0.0.1",
     ready_timeout_s: float | None = readiness.READY_TIMEOUT_S,
 ) -> float:
-    """Start Ray, Serve and every application and wait until each model of the ingress has
-    served one completion (readiness.py; raises MeshNotReady naming the model after
-    `ready_timeout_s`; None: no wait); returns the seconds it took. Ray's Prometheus exporter
+    """Start Ray, Serve and every application and wait until the mesh is ready: every replica
+    ready at the scheduler, then one completion served per model a replica starts on
+    (readiness.py; raises MeshNotReady naming what is short after `ready_timeout_s`; None: no
+    wait); returns the seconds it took. Ray's Prometheus exporter
     listens on `metrics_host:metrics_port` (None: a port Ray picks; deploy/grafana/README.md);
     "127.0.0.1" makes the embedded Ray node a loopback one."""
     import ray
@@ -285,12 +287,8 @@ def start(
         _wait_for_routes(config, [a.get("route_prefix") for a in apps])
     wait_for_door(config)
     if ready_timeout_s is not None:
-        readiness.wait_until_serving(
-            openai_url(config),
-            readiness.ingress_models(config),
-            readiness.probe_key(config),
-            ready_timeout_s,
-        )
+        with ready_replicas_poll(readiness.scheduler_apps(config)) as ready:
+            readiness.wait_until_ready(config, openai_url(config), ready, ready_timeout_s)
     return time.monotonic() - t0
 
 

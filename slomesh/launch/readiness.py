@@ -1,5 +1,11 @@
-"""Whether a started mesh serves: one real completion per configured model through the OpenAI
-endpoint clients use (`slomesh up` says it is up only after they all succeeded).
+"""Whether a started mesh serves (`slomesh up` and every bench say it is up only after it
+does): every replica the scheduler lists counted ready by the scheduler's Health, then one real
+completion per model a replica starts on through the OpenAI endpoint clients use.
+
+Every replica first: a request placed before a replica has answered the scheduler's first Status
+probe goes to the others, and a static placement pins its model to the replicas it saw then.
+Only the models the replicas start on: on a mesh whose replicas swap models, a completion for
+any other model sets off a swap before the first client request comes.
 
 Each model gets a one-token completion, sent again while the mesh answers that it is not ready
 (503, 429, a failed replica, a connection refused) until the model's first success or the
@@ -16,10 +22,11 @@ from typing import Any
 import httpx
 
 from slomesh.launch.front_door import INGRESS_IMPORT_PATH
+from slomesh.launch.shards import SCHEDULER
 
 READY_TIMEOUT_S = 300.0
-"""How long `slomesh up` waits for every model's first completion (a vLLM replica's first
-request includes its warm-up), seconds."""
+"""How long `slomesh up` waits for every replica and each start model's first completion (a vLLM
+replica's first request includes its warm-up), seconds."""
 PROBE_PROMPT = "Hello"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 """Answers of a mesh that is still starting (or a replica still warming up)."""
@@ -37,12 +44,24 @@ def ingress_models(config: dict[str, Any]) -> list[str]:
     return []
 
 
+def _scheduler_app(config: dict[str, Any]) -> dict[str, Any] | None:
+    return next((a for a in config.get("applications", []) if a.get("name") == SCHEDULER), None)
+
+
 def _scheduled_replicas(config: dict[str, Any]) -> list[dict[str, Any]]:
-    for app in config.get("applications", []):
-        if app.get("name") == "scheduler":
-            reps = (app.get("args") or {}).get("replicas") or []
-            return [r for r in reps if isinstance(r, dict) and r.get("model")]
-    return []
+    app = _scheduler_app(config)
+    reps = ((app or {}).get("args") or {}).get("replicas") or []
+    return [r for r in reps if isinstance(r, dict) and r.get("model")]
+
+
+def scheduler_apps(config: dict[str, Any]) -> list[str]:
+    """The scheduler's applications: `scheduler` and its shards (slomesh/launch/shards.py), in
+    the config's order; [] without one."""
+    first = _scheduler_app(config)
+    if first is None:
+        return []
+    path = first.get("import_path")
+    return [str(a["name"]) for a in config["applications"] if a.get("import_path") == path]
 
 
 def replicas_by_start_model(config: dict[str, Any]) -> dict[str, int]:
@@ -62,28 +81,32 @@ def wait_for_replicas(
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Poll `ready()` (the scheduler's ready replicas per model: its Health) until each model
-    has its `expected` count; MeshNotReady naming the models short of it after `timeout_s`.
+    has its `expected` count; MeshNotReady naming the models short of it after `timeout_s`, and
+    the error of the last poll when it raised (a poll that raises counts as no replica ready).
     Until a replica has answered the scheduler's first Status probe nothing is placed there: a
     request sent before then is placed on the others (a static placement pins a model to the
     replicas it saw then, where the simulator sees every replica from the start)."""
     deadline = clock() + timeout_s
+    failed = ""
     while True:
-        have = ready()
+        try:
+            have, failed = ready(), ""
+        except Exception as err:  # the scheduler not answering yet: asked again
+            have, failed = {}, f"{type(err).__name__}: {err}"
         short = {m: n for m, n in expected.items() if have.get(m, 0) < n}
         if not short:
             return
         if clock() >= deadline:
             said = ", ".join(f"{m} {have.get(m, 0)}/{n}" for m, n in sorted(short.items()))
-            raise MeshNotReady(f"replicas not ready after {timeout_s:.0f} s: {said}")
+            why = f" (the last poll failed: {failed})" if failed else ""
+            raise MeshNotReady(f"replicas not ready after {timeout_s:.0f} s: {said}{why}")
         sleep(0.2)
 
 
 def start_models(config: dict[str, Any]) -> list[str]:
     """The ingress's models that a replica starts on (the scheduler's replica list), in the
-    ingress's order; every model of the ingress where the scheduler lists no replica. On a mesh
-    whose replicas swap models, a completion for any other model sets off a swap before the
-    first client request comes (a bench that waits for those starts its trace with replicas
-    swapping or on other models than the ones they start on)."""
+    ingress's order; every model of the ingress where the scheduler lists no replica (module
+    docstring: why no other)."""
     models = ingress_models(config)
     starts = replicas_by_start_model(config)
     return [m for m in models if m in starts] or models
@@ -162,3 +185,23 @@ def wait_until_serving(
         if client is None:
             http.close()
     return took
+
+
+def wait_until_ready(
+    config: dict[str, Any],
+    base_url: str,
+    ready: Callable[[], dict[str, int]],
+    timeout_s: float = READY_TIMEOUT_S,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, float]:
+    """The mesh of `config` is ready (module docstring): `ready()` (the scheduler's ready replicas
+    per model) counts every replica the scheduler lists, then each start model has served a
+    completion at `base_url` (its OpenAI endpoint), all within `timeout_s`; returns the seconds
+    each start model's completion took. Raises MeshNotReady naming what is short."""
+    deadline = clock() + timeout_s
+    wait_for_replicas(ready, replicas_by_start_model(config), timeout_s, sleep, clock)
+    left = max(deadline - clock(), 0.0)
+    key = probe_key(config)
+    return wait_until_serving(base_url, start_models(config), key, left, client, sleep)

@@ -33,6 +33,9 @@ from slomesh.launch import mesh
 
 STARTS = 3
 START_TIMEOUT_S = 240.0
+READY_TIMEOUT_S = 200.0
+"""`slomesh up --ready-timeout-s`: inside START_TIMEOUT_S, so a start that never gets ready
+prints what it waited for (readiness.MeshNotReady) before the test gives up on it."""
 MODEL = "llama-3.1-8b"
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +77,8 @@ def _start(config_file: Path, metrics_port: int) -> tuple[subprocess.Popen[str],
     }
     proc = subprocess.Popen(
         [*SLOMESH, "up", "--engine", "simulated", "--config", str(config_file),
-         "--metrics-port", str(metrics_port), "--num-cpus", "8"],
+         "--metrics-port", str(metrics_port), "--num-cpus", "8",
+         "--ready-timeout-s", str(READY_TIMEOUT_S)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     assert proc.stdout is not None

@@ -1,23 +1,10 @@
 """What a bench asks the running mesh over Serve handles (from the process that started it):
-the scheduler's ready replicas per model, before the trace, and each replica's measured swaps,
-after it."""
+each replica's measured swaps, after the trace (the scheduler's ready replicas before it:
+slomesh/launch/readiness.py)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def ready_replicas() -> dict[str, int]:
-    """The scheduler's ready replicas per model (its Health; {} while it does not answer)."""
-    from ray import serve
-
-    from shared.rpc.slomesh.v1 import scheduler_pb2
-
-    try:
-        reply = serve.get_app_handle("scheduler").Health.remote(scheduler_pb2.HealthQuery())
-        return {r.model: r.ready for r in reply.result(timeout_s=10).replicas}
-    except Exception:  # not up yet: asked again
-        return {}
 
 
 def swap_logs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""`slomesh up`'s readiness wait (slomesh/launch/readiness.py) against a scripted OpenAI endpoint:
-it sends one-token completions per model until each succeeds, waits as the mesh's Retry-After
+"""`slomesh up`'s readiness wait (slomesh/launch/readiness.py) against a scripted scheduler Health
+and OpenAI endpoint: it waits until the scheduler counts every replica ready, then sends
+one-token completions per start model until each succeeds, waits as the mesh's Retry-After
 says, stops at once on an answer waiting cannot change, and names the model and the mesh's last
 answer when the deadline passes."""
 
@@ -21,8 +22,11 @@ from slomesh.launch.readiness import (
     replicas_by_start_model,
     start_models,
     wait_for_replicas,
+    wait_until_ready,
     wait_until_serving,
 )
+from slomesh.stacks import load_stack
+from slomesh.stacks.live import apply_stack
 
 BASE = "http://127.0.0.1:8100/v1"
 OK = {"choices": [{"text": "x", "finish_reason": "length"}]}
@@ -110,10 +114,8 @@ def test_the_deadline_names_the_model_and_the_last_answer() -> None:
     def sleep(s: float) -> None:
         clock["t"] += s
 
-    import slomesh.launch.readiness as readiness
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(readiness.time, "monotonic", lambda: clock["t"])
+        mp.setattr("slomesh.launch.readiness.time.monotonic", lambda: clock["t"])
         with pytest.raises(MeshNotReady) as err:
             wait_until_serving(
                 BASE,
@@ -129,7 +131,7 @@ def test_the_deadline_names_the_model_and_the_last_answer() -> None:
 
 
 def _config(api_keys: dict[str, Any] | None) -> dict[str, Any]:
-    ingress = {
+    ingress: dict[str, Any] = {
         "name": "ingress",
         "import_path": "services.ingress.deployment:build_app",
         "args": {"models": [{"name": "m1"}, {"name": "m2"}]},
@@ -224,3 +226,83 @@ def test_the_replicas_expected_are_the_schedulers_by_start_model() -> None:
     config = yaml.safe_load((DEPLOY_DIR / "local-many-models.yaml").read_text())
     assert replicas_by_start_model(config) == {"tiny-llama": 1, "tiny-llama-b": 1}
     assert replicas_by_start_model(_config(None)) == {}
+
+
+def _many_models(stack: str) -> dict[str, Any]:
+    config = yaml.safe_load((DEPLOY_DIR / "local-many-models.yaml").read_text())
+    return apply_stack(config, load_stack(stack))
+
+
+@pytest.mark.parametrize("stack", ["vllm-fcfs-static", "serve-multiplex", "slomesh"])
+def test_a_started_mesh_is_ready_once_every_replica_is_then_on_its_start_models(
+    stack: str,
+) -> None:
+    """What `slomesh up` and the benches wait for (mesh.start): no completion before the
+    scheduler counts both replicas ready (one answering first would take every placement, and
+    the static router would pin a model there), and none for tiny-llama-c, which no replica
+    starts on (it would swap a replica before any client request)."""
+    config = _many_models(stack)
+    answers = [{}, {"tiny-llama": 1}, {"tiny-llama": 1, "tiny-llama-b": 1}]
+    polls: list[dict[str, int]] = []
+    sent: list[tuple[str, int]] = []  # (model, polls of the scheduler before it)
+
+    def ready() -> dict[str, int]:
+        polls.append(answers[min(len(polls), len(answers) - 1)])
+        return polls[-1]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append((json.loads(request.content)["model"], len(polls)))
+        return httpx.Response(200, json=OK)
+
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    took = wait_until_ready(config, BASE, ready, 30.0, client, lambda s: None)
+    assert sent == [("tiny-llama", 3), ("tiny-llama-b", 3)]
+    assert set(took) == {"tiny-llama", "tiny-llama-b"}
+
+
+def test_replicas_short_at_the_deadline_end_the_wait_before_any_completion() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("a completion was sent before every replica was ready")
+
+    client = httpx.Client(transport=httpx.MockTransport(refuse))
+    with pytest.raises(MeshNotReady, match="tiny-llama-b 0/1"):
+        wait_until_ready(
+            _many_models("vllm-fcfs-static"),
+            BASE,
+            lambda: {"tiny-llama": 1},
+            5.0,
+            client,
+            sleep,
+            lambda: now[0],
+        )
+
+
+def test_a_poll_that_fails_counts_as_none_ready_and_the_deadline_names_its_error() -> None:
+    """The scheduler not answering yet is waited out; one that never answers is named (a
+    Serve handle that cannot run in this process would otherwise look like replicas that never
+    became ready)."""
+    now = [0.0]
+    polls = [0]
+
+    def ready() -> dict[str, int]:
+        polls[0] += 1
+        if polls[0] < 3:
+            raise TimeoutError("scheduler Health")
+        return {"a": 1}
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    wait_for_replicas(ready, {"a": 1}, 5.0, sleep, lambda: now[0])
+    assert polls[0] == 3
+
+    def broken() -> dict[str, int]:
+        raise RuntimeError("No event loop running")
+
+    with pytest.raises(MeshNotReady, match=r"a 0/1 \(the last poll failed: RuntimeError: No ev"):
+        wait_for_replicas(broken, {"a": 1}, 1.0, sleep, lambda: now[0])
