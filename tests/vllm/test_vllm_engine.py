@@ -99,15 +99,17 @@ def test_closing_stream_early_frees_the_request(engine: Any, arun: Any, req: Any
         await stream.aclose()
         assert 3 <= got[-1].num_output_tokens < 400  # a chunk may carry several tokens
         left = engine.num_unfinished_vllm_requests()
-        running_seen = []
-        async for chunk in engine.generate(req("after-early", 6)):
-            if engine.stats.latest is not None and not chunk.finished:
+        running_seen = []  # vLLM's running count after each step that sent "after-early" a chunk
+        async for _chunk in engine.generate(req("after-early", 32)):
+            if engine.stats.latest is not None:
                 running_seen.append(engine.stats.latest.running)
         return left, running_seen
 
     left, running_seen = arun(scenario())
     assert left == 0
-    assert running_seen and max(running_seen) == 1  # vLLM's scheduler no longer runs "early"
+    # vLLM's scheduler no longer runs "early" beside the next request (on a loaded host the
+    # front end may take several steps' tokens as one chunk, so only the bound is certain)
+    assert running_seen and max(running_seen) <= 1
     assert engine.status().running == 0
 
 
