@@ -34,6 +34,8 @@ class Sequence:
 
     request: Request
     enqueue_s: float
+    """When it reached this engine (its place in an FCFS line; the request's `arrival_s` is
+    its arrival at the mesh, earlier by the hops and any global queue's wait)."""
     status: SeqStatus = SeqStatus.WAITING
     kv: KVLocation = KVLocation.NONE
     num_computed_tokens: int = 0

@@ -43,7 +43,7 @@ from services.replica.vllm.slo_metadata import POLICY_CONFIG_KEY, sequence_from_
 logger = logging.getLogger(__name__)
 
 
-def sequence_of(request: Request, now_s: float) -> Sequence:
+def sequence_of(request: Request) -> Sequence:
     """The slomesh view of a vLLM request (prompt size, progress, priority, SLO metadata)."""
     params = request.sampling_params
     return sequence_from_vllm(
@@ -54,7 +54,6 @@ def sequence_of(request: Request, now_s: float) -> Sequence:
         priority=request.priority,
         arrival_time_s=request.arrival_time,
         extra_args=params.extra_args if params is not None else None,
-        now_s=now_s,
     )
 
 
@@ -81,7 +80,7 @@ class PolicyRequestQueue(RequestQueue):
 
     def add_request(self, request: Request) -> None:
         now = self._now()
-        seq = sequence_of(request, now)
+        seq = sequence_of(request)
         self._enter(request, seq, self.policy.key(seq, now))
 
     def peek_request(self) -> Request:

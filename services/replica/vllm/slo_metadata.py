@@ -71,12 +71,12 @@ def sequence_from_vllm(
     priority: int,
     arrival_time_s: float,
     extra_args: Mapping[str, Any] | None,
-    now_s: float,
 ) -> Sequence:
     """A `Sequence` standing for one of vLLM's requests, for a QueuePolicy to key.
 
     Without slomesh metadata the request is keyed by vLLM's arrival time and priority with a
-    `DEFAULT_TTFT_DEADLINE_S` deadline. `now_s` is the wall-clock time of the keying.
+    `DEFAULT_TTFT_DEADLINE_S` deadline. It entered the engine at `arrival_time_s` (vLLM's
+    `Request.arrival_time`, on the wall clock).
     """
     meta = extra_args.get(EXTRA_ARGS_KEY) if extra_args else None
     if isinstance(meta, Mapping):
@@ -108,7 +108,9 @@ def sequence_from_vllm(
         tenant=tenant,
         priority=prio,
     )
-    seq = Sequence(request=req, enqueue_s=now_s, num_output_tokens=num_output_tokens)
+    # the engine's own arrival stamp: where vLLM's FCFS line puts it (a preempted request
+    # keyed again keeps its place)
+    seq = Sequence(request=req, enqueue_s=arrival_time_s, num_output_tokens=num_output_tokens)
     if emitted or num_output_tokens > 0:
         seq.first_token_s = arrival  # the policies only test whether a first token was sent
     return seq

@@ -78,6 +78,17 @@ def test_replica_waiting_queue_order(h, policy, pop_at, order):
     assert q.pop(pop_at) is None and len(q) == 0
 
 
+def test_replica_fcfs_line_is_the_order_requests_reached_the_engine(h):
+    """vLLM's FCFS appends each request as the engine receives it: one a global queue held
+    (arrived at the mesh first, placed here last) waits behind those placed before it."""
+    q = WaitingQueue(QUEUE_POLICIES.create("fcfs"))
+    placed_first = Sequence(request=h.request("short", 10, 5, arrival=0.3, ttft=2.0), enqueue_s=0.4)
+    held_long = Sequence(request=h.request("long", 10, 5, arrival=0.0, ttft=10.0), enqueue_s=0.9)
+    q.push(placed_first, 0.4)
+    q.push(held_long, 0.9)
+    assert [q.pop(1.0).request_id for _ in range(2)] == ["short", "long"]
+
+
 @pytest.mark.parametrize(
     ("policy", "order"),
     [
